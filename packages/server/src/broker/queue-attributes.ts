@@ -1,0 +1,114 @@
+/**
+ * Turns the attributes a client sends into a queue's complete attributes: validates every range
+ * (the edge schema checks types; this is the authority on values) and fills the defaults. On update,
+ * attributes the client leaves out keep their current values, as SQS's SetQueueAttributes does.
+ */
+import { HopperError } from "../errors.js";
+import { limits, queueDefaults } from "../limits.js";
+import type { QueueAttributes, QueueKind, RetryPolicy } from "../store/store.js";
+
+/** The attributes as the API accepts them (API.md "Queues"). */
+export interface QueueAttributesInput {
+  kind?: QueueKind;
+  visibilityTimeoutMs?: number;
+  retentionMs?: number;
+  delayMs?: number;
+  receiveWaitMs?: number;
+  maxMessageBytes?: number;
+  deadLetter?: { queue: string; maxDeliveries: number } | null;
+  retry?: Partial<RetryPolicy>;
+  maxDepth?: number;
+  overflow?: "reject" | "drop-oldest" | "dead-letter-oldest";
+  dedupWindowMs?: number;
+  pushbackDepth?: number;
+  pushbackAgeMs?: number;
+  alerts?: Record<string, number>;
+}
+
+/** Attributes that API.md names but this version does not implement yet; refused, never ignored. */
+const notYetImplemented = [
+  "maxDepth",
+  "overflow",
+  "dedupWindowMs",
+  "pushbackDepth",
+  "pushbackAgeMs",
+  "alerts",
+] as const;
+
+export const defaultAttributes: QueueAttributes = {
+  visibilityTimeoutMs: queueDefaults.visibilityTimeoutMs,
+  retentionMs: queueDefaults.retentionMs,
+  delayMs: queueDefaults.delayMs,
+  receiveWaitMs: queueDefaults.receiveWaitMs,
+  maxMessageBytes: queueDefaults.maxMessageBytes,
+  deadLetter: null,
+  retry: { ...queueDefaults.retry },
+};
+
+function checkRange(name: string, value: number, min: number, max: number): void {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new HopperError("invalid_attribute", `${name} must be an integer from ${min} to ${max}.`, {
+      attribute: name,
+      min,
+      max,
+    });
+  }
+}
+
+export function resolveAttributes(
+  queueName: string,
+  current: QueueAttributes,
+  input: QueueAttributesInput,
+): QueueAttributes {
+  for (const name of notYetImplemented) {
+    if (input[name] !== undefined) {
+      throw new HopperError("not_implemented", `The attribute ${name} is not implemented yet.`, {
+        attribute: name,
+      });
+    }
+  }
+  if (input.kind === "fifo") {
+    throw new HopperError("not_implemented", "FIFO queues are not implemented yet.", { attribute: "kind" });
+  }
+  const next: QueueAttributes = {
+    visibilityTimeoutMs: input.visibilityTimeoutMs ?? current.visibilityTimeoutMs,
+    retentionMs: input.retentionMs ?? current.retentionMs,
+    delayMs: input.delayMs ?? current.delayMs,
+    receiveWaitMs: input.receiveWaitMs ?? current.receiveWaitMs,
+    maxMessageBytes: input.maxMessageBytes ?? current.maxMessageBytes,
+    deadLetter: input.deadLetter === undefined ? current.deadLetter : input.deadLetter,
+    retry: { ...current.retry, ...input.retry },
+  };
+  checkRange("visibilityTimeoutMs", next.visibilityTimeoutMs, 0, limits.visibilityTimeoutMsMax);
+  checkRange("retentionMs", next.retentionMs, limits.retentionMsMin, limits.retentionMsMax);
+  checkRange("delayMs", next.delayMs, 0, next.retentionMs);
+  checkRange("receiveWaitMs", next.receiveWaitMs, 0, limits.waitMsMax);
+  checkRange("maxMessageBytes", next.maxMessageBytes, 1, limits.messageBytesMax);
+  checkRange("retry.initialDelayMs", next.retry.initialDelayMs, 0, limits.retryDelayMsMax);
+  checkRange("retry.maxDelayMs", next.retry.maxDelayMs, next.retry.initialDelayMs, limits.retryDelayMsMax);
+  if (!(next.retry.multiplier >= 1 && next.retry.multiplier <= 10)) {
+    throw new HopperError("invalid_attribute", "retry.multiplier must be from 1 to 10.", {
+      attribute: "retry.multiplier",
+    });
+  }
+  if (next.deadLetter) {
+    checkRange("deadLetter.maxDeliveries", next.deadLetter.maxDeliveries, 1, limits.maxDeliveriesMax);
+    if (next.deadLetter.queue === queueName) {
+      throw new HopperError("invalid_attribute", "A queue cannot be its own dead-letter queue.", {
+        attribute: "deadLetter.queue",
+      });
+    }
+  }
+  return next;
+}
+
+/**
+ * The delay before a nacked message is visible again: exponential in the number of deliveries so far,
+ * capped, and with full jitter (a uniform draw from [0, delay]) so that retries of a failed burst
+ * spread out instead of arriving together.
+ */
+export function retryDelayMs(policy: RetryPolicy, deliveryCount: number, randomFloat: () => number): number {
+  const exponent = Math.max(0, deliveryCount - 1);
+  const ceilingMs = Math.min(policy.maxDelayMs, policy.initialDelayMs * policy.multiplier ** exponent);
+  return policy.jitter === "full" ? Math.floor(randomFloat() * (ceilingMs + 1)) : Math.floor(ceilingMs);
+}

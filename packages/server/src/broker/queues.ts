@@ -1,0 +1,445 @@
+/**
+ * What queues do: the semantics of DESIGN.md §3 on top of the Store. This is the only place that
+ * decides lease lengths, retry delays, dead-lettering and when long polls wake. It knows no protocol.
+ */
+import type { Clock } from "../clock.js";
+import { HopperError } from "../errors.js";
+import { uuidv7Generator } from "../ids.js";
+import { limits } from "../limits.js";
+import type { Random } from "../random.js";
+import type {
+  LeasedMessage,
+  MessageState,
+  QueueAttributes,
+  QueueKind,
+  QueueRecord,
+  ReceiptResult,
+  Store,
+  StoredMessage,
+} from "../store/store.js";
+import {
+  defaultAttributes,
+  type QueueAttributesInput,
+  resolveAttributes,
+  retryDelayMs,
+} from "./queue-attributes.js";
+import { Scheduler } from "./scheduler.js";
+import { Waiters } from "./waiters.js";
+
+/** A message as a protocol adapter hands it over: the body already decoded to bytes. */
+export interface OutgoingMessage {
+  body: Buffer;
+  contentType: string;
+  headers?: Record<string, string>;
+  key?: string;
+  delayMs?: number;
+}
+
+export type SendResult = { id: string; duplicate: false } | { error: HopperError };
+export type ItemResult = { ok: true } | { error: HopperError };
+
+export interface QueueStats {
+  available: number;
+  delayed: number;
+  inFlight: number;
+  oldestMessageAgeMs: number;
+  consumers: number;
+  published: number;
+  delivered: number;
+  redelivered: number;
+  acked: number;
+  nacked: number;
+  expired: number;
+  deadLettered: number;
+  purged: number;
+}
+
+export interface QueueInfo {
+  name: string;
+  kind: QueueKind;
+  attributes: QueueAttributes;
+  stats: QueueStats;
+}
+
+export interface Logger {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+/** Bounds on one housekeeping pass, so one queue's backlog never holds a commit for long. */
+const expireBatchMax = 10_000;
+const deadLetterBatchMax = 1_000;
+const housekeepingRetryMs = 1_000;
+
+export class QueueBroker {
+  private readonly queues = new Map<string, QueueRecord>();
+  private readonly waiters: Waiters;
+  private readonly scheduler: Scheduler;
+  private readonly newId: () => string;
+  /** The end of the last dead-letter sweep per queue: rows that became visible after it are looked at. */
+  private readonly sweptUntil = new Map<string, number>();
+  private readonly housekeeping = new Map<string, { rerun: boolean }>();
+  private readonly receiving = new Map<string, number>();
+  private stopped = false;
+
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly random: Random,
+    private readonly log: Logger,
+  ) {
+    this.waiters = new Waiters(clock);
+    this.scheduler = new Scheduler(clock, (queue) => void this.runHousekeeping(queue));
+    this.newId = uuidv7Generator(clock);
+  }
+
+  /** Loads the queues and looks at each once, so due work left from before a restart is done. */
+  async start(): Promise<void> {
+    for (const queue of await this.store.queueList()) {
+      this.queues.set(queue.name, queue);
+      this.scheduler.offer(queue.name, this.clock.now());
+    }
+  }
+
+  /** Ends every long poll and timer; the store stays open for the caller to close. */
+  stop(): void {
+    this.stopped = true;
+    this.scheduler.stop();
+    this.waiters.notifyAll();
+  }
+
+  private async queue(name: string): Promise<QueueRecord> {
+    const cached = this.queues.get(name);
+    if (cached) return cached;
+    const stored = await this.store.queueGet({ name });
+    if (!stored) throw new HopperError("queue_not_found", `Queue "${name}" does not exist.`, { queue: name });
+    this.queues.set(name, stored);
+    return stored;
+  }
+
+  async putQueue(name: string, input: QueueAttributesInput): Promise<{ created: boolean; queue: QueueInfo }> {
+    const existing = await this.store.queueGet({ name });
+    const kind = input.kind ?? existing?.kind ?? "standard";
+    if (existing && existing.kind !== kind) {
+      throw new HopperError("queue_kind_mismatch", `Queue "${name}" is ${existing.kind}.`, {
+        kind: existing.kind,
+      });
+    }
+    const attributes = resolveAttributes(name, existing?.attributes ?? defaultAttributes, input);
+    const { created, queue } = await this.store.queueUpsert({
+      name,
+      kind,
+      attributes,
+      now: this.clock.now(),
+    });
+    this.queues.set(name, queue);
+    this.scheduler.offer(name, this.clock.now());
+    return { created, queue: await this.describe(queue) };
+  }
+
+  async getQueue(name: string): Promise<QueueInfo> {
+    const queue = await this.store.queueGet({ name });
+    if (!queue) throw new HopperError("queue_not_found", `Queue "${name}" does not exist.`, { queue: name });
+    return this.describe(queue);
+  }
+
+  async listQueues(): Promise<QueueInfo[]> {
+    const queues = await this.store.queueList();
+    return Promise.all(queues.map((queue) => this.describe(queue)));
+  }
+
+  async deleteQueue(name: string): Promise<{ removed: number }> {
+    const result = await this.store.queueDelete({ name });
+    this.forget(name);
+    return result;
+  }
+
+  private forget(name: string): void {
+    this.queues.delete(name);
+    this.sweptUntil.delete(name);
+    this.scheduler.forget(name);
+    // Long polls on the queue look again and find it gone.
+    this.waiters.notify(name);
+  }
+
+  private async describe(queue: QueueRecord): Promise<QueueInfo> {
+    const now = this.clock.now();
+    const depth = await this.store.queueDepth({ name: queue.name, now });
+    return {
+      name: queue.name,
+      kind: queue.kind,
+      attributes: queue.attributes,
+      stats: {
+        available: depth.available,
+        delayed: depth.delayed,
+        inFlight: depth.inFlight,
+        oldestMessageAgeMs: depth.oldestPublishedAt === null ? 0 : Math.max(0, now - depth.oldestPublishedAt),
+        consumers: this.receiving.get(queue.name) ?? 0,
+        ...queue.counters,
+      },
+    };
+  }
+
+  async stats(name: string): Promise<QueueStats> {
+    return (await this.getQueue(name)).stats;
+  }
+
+  /**
+   * Stores the valid messages of the batch in one transaction; an invalid item gets its own error and
+   * is not stored. Resolves only after the commit, so an id in the answer is a durable confirm.
+   */
+  async send(name: string, messages: OutgoingMessage[]): Promise<SendResult[]> {
+    checkBatchSize(messages.length);
+    const queue = await this.queue(name);
+    const now = this.clock.now();
+    const results: SendResult[] = [];
+    const accepted = [];
+    let firstVisibleAt = Number.POSITIVE_INFINITY;
+    for (const message of messages) {
+      const error = checkMessage(message, queue.attributes);
+      if (error) {
+        results.push({ error });
+        continue;
+      }
+      const id = this.newId();
+      const visibleAt = now + (message.delayMs ?? queue.attributes.delayMs);
+      firstVisibleAt = Math.min(firstVisibleAt, visibleAt);
+      accepted.push({
+        id,
+        body: message.body,
+        contentType: message.contentType,
+        headers: message.headers ?? {},
+        key: message.key ?? null,
+        publishedAt: now,
+        visibleAt,
+      });
+      results.push({ id, duplicate: false });
+    }
+    if (accepted.length > 0) {
+      await this.store.queueSend({ queue: name, messages: accepted });
+      if (firstVisibleAt <= now) this.waiters.notify(name);
+      else this.scheduler.offer(name, firstVisibleAt);
+      this.scheduler.offer(name, now + queue.attributes.retentionMs);
+    }
+    return results;
+  }
+
+  /**
+   * Leases up to `max` messages. With a wait, it returns as soon as at least one message is leased,
+   * or empty once the wait is over (or the caller went away).
+   */
+  async receive(
+    name: string,
+    options: { max?: number; waitMs?: number; visibilityTimeoutMs?: number; signal?: AbortSignal },
+  ): Promise<LeasedMessage[]> {
+    const max = options.max ?? 1;
+    if (!Number.isInteger(max) || max < 1 || max > limits.receiveMax) {
+      throw new HopperError("invalid_request", `max must be from 1 to ${limits.receiveMax}.`);
+    }
+    let queue = await this.queue(name);
+    const waitMs = options.waitMs ?? queue.attributes.receiveWaitMs;
+    const deadlineMs = this.clock.now() + Math.min(waitMs, limits.waitMsMax);
+    this.receiving.set(name, (this.receiving.get(name) ?? 0) + 1);
+    try {
+      for (;;) {
+        const leased = await this.lease(queue, max, options.visibilityTimeoutMs);
+        if (leased.length > 0 || this.stopped || options.signal?.aborted || this.clock.now() >= deadlineMs) {
+          return leased;
+        }
+        await this.waiters.wait(name, deadlineMs, options.signal);
+        queue = await this.queue(name);
+      }
+    } finally {
+      const left = (this.receiving.get(name) ?? 1) - 1;
+      if (left > 0) this.receiving.set(name, left);
+      else this.receiving.delete(name);
+    }
+  }
+
+  private async lease(
+    queue: QueueRecord,
+    max: number,
+    visibilityTimeoutMs?: number,
+  ): Promise<LeasedMessage[]> {
+    const now = this.clock.now();
+    const leaseMs = visibilityTimeoutMs ?? queue.attributes.visibilityTimeoutMs;
+    const leaseExpiresAt = now + leaseMs;
+    const { messages, deadLettered } = await this.store.queueLease({
+      queue: queue.name,
+      max,
+      now,
+      leaseExpiresAt,
+      expiredBefore: now - queue.attributes.retentionMs,
+      inFlightMax: limits.inFlightMax,
+      deadLetter: queue.attributes.deadLetter,
+    });
+    if (messages.length > 0) this.scheduler.offer(queue.name, leaseExpiresAt);
+    if (deadLettered > 0 && queue.attributes.deadLetter)
+      this.waiters.notify(queue.attributes.deadLetter.queue);
+    return messages;
+  }
+
+  async ack(name: string, receipts: string[]): Promise<ItemResult[]> {
+    checkBatchSize(receipts.length);
+    await this.queue(name);
+    return (await this.store.queueAck({ queue: name, receipts })).map(toItemResult);
+  }
+
+  /** Ends leases early; each message is retried after `delayMs`, or after the queue's retry policy. */
+  async nack(name: string, receipts: string[], delayMs?: number): Promise<ItemResult[]> {
+    checkBatchSize(receipts.length);
+    if (delayMs !== undefined) checkDelay(delayMs);
+    const queue = await this.queue(name);
+    const now = this.clock.now();
+    let earliestRetryMs = Number.POSITIVE_INFINITY;
+    const results = await this.store.queueNack({
+      queue: name,
+      receipts,
+      now,
+      retryDelayMs: (deliveryCount) => {
+        const ms = delayMs ?? retryDelayMs(queue.attributes.retry, deliveryCount, this.random.float);
+        earliestRetryMs = Math.min(earliestRetryMs, ms);
+        return ms;
+      },
+      deadLetter: queue.attributes.deadLetter,
+    });
+    // A nack may have dead-lettered its message; a spurious wake-up of the dead-letter queue is harmless.
+    if (queue.attributes.deadLetter) this.waiters.notify(queue.attributes.deadLetter.queue);
+    if (earliestRetryMs === 0) this.waiters.notify(name);
+    else if (Number.isFinite(earliestRetryMs)) this.scheduler.offer(name, now + earliestRetryMs);
+    return results.map(toItemResult);
+  }
+
+  /** Heartbeat: each named lease now ends `visibilityTimeoutMs` from now. */
+  async extend(name: string, receipts: string[], visibilityTimeoutMs: number): Promise<ItemResult[]> {
+    checkBatchSize(receipts.length);
+    if (
+      !Number.isInteger(visibilityTimeoutMs) ||
+      visibilityTimeoutMs < 0 ||
+      visibilityTimeoutMs > limits.visibilityTimeoutMsMax
+    ) {
+      throw new HopperError(
+        "invalid_request",
+        `visibilityTimeoutMs must be from 0 to ${limits.visibilityTimeoutMsMax}.`,
+      );
+    }
+    await this.queue(name);
+    const leaseExpiresAt = this.clock.now() + visibilityTimeoutMs;
+    const results = await this.store.queueExtend({ queue: name, receipts, leaseExpiresAt });
+    // A lease cut short (visibilityTimeoutMs 0 releases the message at once) may wake a waiter.
+    this.scheduler.offer(name, leaseExpiresAt);
+    return results.map(toItemResult);
+  }
+
+  async peek(name: string, state: MessageState, limit: number): Promise<StoredMessage[]> {
+    await this.queue(name);
+    return this.store.queuePeek({ queue: name, state, limit, now: this.clock.now() });
+  }
+
+  async purge(name: string): Promise<{ purged: number }> {
+    await this.queue(name);
+    return this.store.queuePurge({ queue: name });
+  }
+
+  /**
+   * Does the work that fell due in one queue: deletes what is past retention, dead-letters what used
+   * its last delivery, wakes long polls for what became visible, then sets the next due time.
+   */
+  private async runHousekeeping(name: string): Promise<void> {
+    const running = this.housekeeping.get(name);
+    if (running) {
+      running.rerun = true;
+      return;
+    }
+    const state = { rerun: true };
+    this.housekeeping.set(name, state);
+    try {
+      while (state.rerun && !this.stopped) {
+        state.rerun = false;
+        await this.housekeepOnce(name);
+      }
+    } catch (error) {
+      this.log.error({ err: error, queue: name }, "housekeeping failed; retrying");
+      this.scheduler.offer(name, this.clock.now() + housekeepingRetryMs);
+    } finally {
+      this.housekeeping.delete(name);
+    }
+  }
+
+  private async housekeepOnce(name: string): Promise<void> {
+    const queue = await this.store.queueGet({ name });
+    if (!queue) return this.forget(name);
+    this.queues.set(name, queue);
+    const now = this.clock.now();
+    const expiredBefore = now - queue.attributes.retentionMs;
+    let expired: number;
+    do {
+      ({ expired } = await this.store.queueExpire({ queue: name, expiredBefore, max: expireBatchMax }));
+    } while (expired === expireBatchMax);
+    const deadLetter = queue.attributes.deadLetter;
+    if (deadLetter) {
+      let deadLettered: number;
+      do {
+        ({ deadLettered } = await this.store.queueDeadLetterExhausted({
+          queue: name,
+          visibleAfter: this.sweptUntil.get(name) ?? Number.MIN_SAFE_INTEGER,
+          now,
+          max: deadLetterBatchMax,
+          deadLetter,
+        }));
+      } while (deadLettered === deadLetterBatchMax);
+      this.waiters.notify(deadLetter.queue);
+    }
+    this.sweptUntil.set(name, now);
+    this.waiters.notify(name);
+    const next = await this.store.queueNextEvents({ queue: name, now });
+    if (next.nextVisibleAt !== null) this.scheduler.offer(name, next.nextVisibleAt);
+    if (next.oldestPublishedAt !== null) {
+      this.scheduler.offer(name, next.oldestPublishedAt + queue.attributes.retentionMs);
+    }
+  }
+}
+
+function checkBatchSize(size: number): void {
+  if (size < 1 || size > limits.batchSizeMax) {
+    throw new HopperError("batch_too_large", `A batch holds 1 to ${limits.batchSizeMax} items.`, {
+      size,
+      max: limits.batchSizeMax,
+    });
+  }
+}
+
+function checkDelay(delayMs: number): void {
+  if (!Number.isInteger(delayMs) || delayMs < 0 || delayMs > limits.retryDelayMsMax) {
+    throw new HopperError("invalid_request", `delayMs must be from 0 to ${limits.retryDelayMsMax}.`);
+  }
+}
+
+function checkMessage(message: OutgoingMessage, attributes: QueueAttributes): HopperError | undefined {
+  if (message.body.length > attributes.maxMessageBytes) {
+    return new HopperError(
+      "message_too_large",
+      `The body is ${message.body.length} bytes; this queue takes at most ${attributes.maxMessageBytes}.`,
+      { bytes: message.body.length, max: attributes.maxMessageBytes },
+    );
+  }
+  if (message.delayMs !== undefined && (message.delayMs < 0 || message.delayMs > attributes.retentionMs)) {
+    return new HopperError("invalid_request", "delayMs must be from 0 to the queue's retention.", {
+      max: attributes.retentionMs,
+    });
+  }
+  return undefined;
+}
+
+function toItemResult(result: ReceiptResult): ItemResult {
+  if ("ok" in result) return result;
+  return {
+    error: new HopperError(
+      result.error,
+      result.error === "stale_receipt"
+        ? "The lease this receipt names is gone: the message was acked, or leased again after the lease ended."
+        : undefined,
+    ),
+  };
+}

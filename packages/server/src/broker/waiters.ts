@@ -1,0 +1,66 @@
+/**
+ * Long polls waiting on queues. A waiter is resolved when the queue may have something for it
+ * (a commit added or released messages, or a delayed message fell due), when its deadline passes, or
+ * when its request is abandoned. Resolution only says "look again"; the waiter then tries to lease.
+ */
+import type { Clock } from "../clock.js";
+import { HopperError } from "../errors.js";
+import { limits } from "../limits.js";
+
+interface Waiter {
+  wake: () => void;
+}
+
+export class Waiters {
+  private readonly byQueue = new Map<string, Set<Waiter>>();
+  private count = 0;
+
+  constructor(private readonly clock: Clock) {}
+
+  /** Resolves at the first of: notify(queue), deadlineMs, or the signal aborting. */
+  wait(queue: string, deadlineMs: number, signal?: AbortSignal): Promise<void> {
+    if (this.count >= limits.waitersMax) return Promise.reject(new HopperError("too_many_waiters"));
+    return new Promise<void>((resolve) => {
+      let set = this.byQueue.get(queue);
+      if (!set) {
+        set = new Set();
+        this.byQueue.set(queue, set);
+      }
+      const waiters = set;
+      const waiter: Waiter = {
+        wake: () => {
+          if (!waiters.delete(waiter)) return;
+          this.count--;
+          if (waiters.size === 0) this.byQueue.delete(queue);
+          cancelTimer();
+          signal?.removeEventListener("abort", waiter.wake);
+          resolve();
+        },
+      };
+      waiters.add(waiter);
+      this.count++;
+      const cancelTimer = this.clock.setTimer(deadlineMs, waiter.wake);
+      signal?.addEventListener("abort", waiter.wake, { once: true });
+    });
+  }
+
+  /** Wakes up to `max` waiters of the queue, oldest first: at most one per message that may be there. */
+  notify(queue: string, max = Number.POSITIVE_INFINITY): void {
+    const set = this.byQueue.get(queue);
+    if (!set) return;
+    let woken = 0;
+    for (const waiter of [...set]) {
+      if (woken++ >= max) break;
+      waiter.wake();
+    }
+  }
+
+  /** Wakes every waiter of every queue (at shutdown, or when a queue is deleted). */
+  notifyAll(): void {
+    for (const queue of [...this.byQueue.keys()]) this.notify(queue);
+  }
+
+  waitingOn(queue: string): number {
+    return this.byQueue.get(queue)?.size ?? 0;
+  }
+}

@@ -1,0 +1,65 @@
+/** `hopper serve`: runs the broker until SIGINT or SIGTERM, then drains and closes the store. */
+import { resolve } from "node:path";
+import { startServer } from "../server.js";
+import type { Durability } from "../store/sqlite/sqlite-store.js";
+
+export interface ServeFlags {
+  host: string;
+  port: string;
+  data: string;
+  durability: string;
+  apiKey: string[];
+  logLevel: string;
+}
+
+export async function serve(flags: ServeFlags): Promise<void> {
+  if (flags.durability !== "fsync" && flags.durability !== "os") {
+    throw new Error(`--durability is "fsync" or "os", not "${flags.durability}".`);
+  }
+  const port = Number(flags.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new Error(`--port "${flags.port}" is not a port.`);
+  const apiKeys = [
+    ...flags.apiKey,
+    ...(process.env.HOPPER_API_KEYS ?? "")
+      .split(",")
+      .map((key) => key.trim())
+      .filter(Boolean),
+  ];
+  const dataPath = flags.data === ":memory:" ? flags.data : resolve(flags.data);
+  const server = await startServer({
+    host: flags.host,
+    port,
+    dataPath,
+    durability: flags.durability as Durability,
+    apiKeys,
+    logLevel: flags.logLevel,
+  });
+  const auth = server.apiKeys.configured
+    ? `${apiKeys.length} API key(s) configured; send Authorization: Bearer <key>`
+    : "no API keys configured: serving loopback clients only (set --api-key or HOPPER_API_KEYS)";
+  const curlAuth = server.apiKeys.configured ? ' -H "Authorization: Bearer $KEY"' : "";
+  console.log(
+    [
+      `Hopper listening on ${server.url}`,
+      `  store:      SQLite ${dataPath} (durability ${flags.durability})`,
+      `  auth:       ${auth}`,
+      "  first message:",
+      `    curl -X PUT ${server.url}/v1/queues/hello${curlAuth}`,
+      `    curl ${server.url}/v1/queues/hello/messages${curlAuth} -H 'content-type: application/json' -d '{"messages":[{"body":{"hi":1}}]}'`,
+      `    curl ${server.url}/v1/queues/hello/receive${curlAuth} -H 'content-type: application/json' -d '{"waitMs":1000}'`,
+    ].join("\n"),
+  );
+  const shutdown = (signal: string) => {
+    console.log(`${signal}: closing`);
+    server.close().then(
+      () => process.exit(0),
+      (error) => {
+        console.error(error);
+        process.exit(1);
+      },
+    );
+  };
+  process.once("SIGINT", () => shutdown("SIGINT"));
+  process.once("SIGTERM", () => shutdown("SIGTERM"));
+}

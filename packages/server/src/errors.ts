@@ -1,0 +1,56 @@
+/**
+ * The error catalog: every error a client can see, with its stable code and HTTP status. Adapters map
+ * a HopperError to their wire; nothing else decides a status code.
+ */
+
+export const errorCatalog = {
+  invalid_request: { status: 400, message: "The request does not match the schema." },
+  invalid_json: { status: 400, message: "The request body is not valid JSON." },
+  invalid_name: { status: 400, message: "Names match [A-Za-z0-9_.:-]{1,128}." },
+  invalid_attribute: { status: 400, message: "A queue attribute is out of range." },
+  invalid_receipt: { status: 400, message: "The receipt is not one this server issued." },
+  batch_too_large: { status: 400, message: "The batch has too many items." },
+  message_too_large: { status: 400, message: "The message body is larger than the queue allows." },
+  not_implemented: { status: 400, message: "This feature is not available yet." },
+  unauthorized: { status: 401, message: "A valid API key is required." },
+  forbidden: { status: 403, message: "This client may not make this request." },
+  not_found: { status: 404, message: "No such route." },
+  queue_not_found: { status: 404, message: "The queue does not exist." },
+  dead_letter_queue_not_found: { status: 400, message: "The dead-letter queue does not exist." },
+  stale_receipt: { status: 409, message: "The lease this receipt names is gone." },
+  queue_kind_mismatch: { status: 409, message: "A queue's kind cannot change." },
+  queue_in_use: { status: 409, message: "The queue is the dead-letter queue of another queue." },
+  request_too_large: { status: 413, message: "The request body is too large." },
+  unsupported_media_type: { status: 415, message: "Send JSON with Content-Type: application/json." },
+  too_many_queues: { status: 429, message: "The server holds the most queues it allows." },
+  too_many_waiters: { status: 429, message: "The server holds the most long polls it allows." },
+  unavailable: { status: 503, message: "The store is not reachable." },
+  internal: { status: 500, message: "An internal error occurred." },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type ErrorCode = keyof typeof errorCatalog;
+
+export class HopperError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(code: ErrorCode, message?: string, details?: Record<string, unknown>) {
+    super(message ?? errorCatalog[code].message);
+    this.name = "HopperError";
+    this.code = code;
+    this.status = errorCatalog[code].status;
+    this.details = details;
+  }
+
+  toJSON(): { code: ErrorCode; message: string; details?: Record<string, unknown> } {
+    return this.details
+      ? { code: this.code, message: this.message, details: this.details }
+      : { code: this.code, message: this.message };
+  }
+}
+
+/** Asserts a programmer's invariant; a failure is a bug and crashes loudly. */
+export function invariant(condition: unknown, message: string): asserts condition {
+  if (!condition) throw new Error(`invariant violated: ${message}`);
+}

@@ -1,0 +1,63 @@
+/**
+ * Every limit of the server, in one place, with its unit last and the reason for its value. The HTTP
+ * schemas and the broker both read these, so the edge and the core enforce the same numbers.
+ */
+
+const second = 1000;
+const minute = 60 * second;
+const hour = 60 * minute;
+const day = 24 * hour;
+
+export const limits = {
+  /** Names of queues and other entities: short enough for an index key, safe in a URL path. */
+  namePattern: "^[A-Za-z0-9_.:-]{1,128}$",
+  nameLengthMax: 128,
+
+  /** The server-wide ceiling for one message body; a queue's maxMessageBytes may only lower it. */
+  messageBytesMax: 1024 * 1024,
+  /** One HTTP request body: a full batch of maximal messages would be 100 MiB, so batches are capped
+   * in bytes too. 10 MiB keeps one request from holding a commit (and the event loop) for long. */
+  requestBytesMax: 10 * 1024 * 1024,
+  /** Items per send/ack/nack/extend batch, as SQS's 10 but larger: a batch is one transaction. */
+  batchSizeMax: 100,
+  /** Messages per receive, as SQS's 10 but larger; bounded so one answer stays small. */
+  receiveMax: 100,
+  /** Messages per peek: an operator's look, not a bulk export. */
+  peekMax: 1000,
+
+  headersCountMax: 64,
+  headerNameLengthMax: 128,
+  headerValueLengthMax: 4096,
+  keyLengthMax: 128,
+  dedupIdLengthMax: 128,
+  contentTypeLengthMax: 128,
+
+  /** Long-poll wait: as SQS, so clients and proxies tuned for it keep working. */
+  waitMsMax: 20 * second,
+  /** Lease length: as SQS's 12 hours; a longer hold should use a heartbeat (extend). */
+  visibilityTimeoutMsMax: 12 * hour,
+  retentionMsMin: 60 * second,
+  retentionMsMax: 365 * day,
+  /** Delivery attempts before dead-lettering: SQS allows up to 1000. */
+  maxDeliveriesMax: 1000,
+  /** A nack's delay, and the retry policy's ceiling. */
+  retryDelayMsMax: 12 * hour,
+  /** In-flight messages per queue, as SQS's 120,000: a receive beyond it returns nothing. */
+  inFlightMax: 120_000,
+
+  queuesMax: 10_000,
+  /** Concurrent long polls per server: each holds a socket and a timer. */
+  waitersMax: 10_000,
+} as const;
+
+/** Defaults chosen for safety; SQS's differ where noted in docs/queues.md. */
+export const queueDefaults = {
+  visibilityTimeoutMs: 30 * second,
+  retentionMs: 14 * day,
+  delayMs: 0,
+  receiveWaitMs: 0,
+  maxMessageBytes: limits.messageBytesMax,
+  retry: { initialDelayMs: 1 * second, multiplier: 2, maxDelayMs: 15 * minute, jitter: "full" as const },
+} as const;
+
+export const durations = { second, minute, hour, day } as const;

@@ -1,0 +1,83 @@
+/**
+ * Prometheus metrics. Queue figures are read from the broker at scrape time (the store's counters are
+ * the truth and survive restarts); only what has no home in the store is counted here.
+ */
+import { Counter, collectDefaultMetrics, Gauge, Registry } from "prom-client";
+import type { QueueBroker } from "../broker/queues.js";
+
+const counterEvents = [
+  "published",
+  "delivered",
+  "redelivered",
+  "acked",
+  "nacked",
+  "expired",
+  "deadLettered",
+  "purged",
+] as const;
+
+export class Metrics {
+  private readonly registry = new Registry();
+  private readonly removedWithQueues: Counter;
+
+  constructor(broker: QueueBroker) {
+    collectDefaultMetrics({ register: this.registry, prefix: "hopper_process_" });
+    this.removedWithQueues = new Counter({
+      name: "hopper_messages_removed_with_queue_total",
+      help: "Messages removed because their queue was deleted.",
+      registers: [this.registry],
+    });
+    const events = new Gauge({
+      name: "hopper_queue_messages_total",
+      help: "Messages per queue and event since the queue was created (a counter kept in the store).",
+      labelNames: ["queue", "event"],
+      registers: [this.registry],
+      // Registered first, so it runs first at a scrape: one listing of the queues fills every gauge.
+      collect: async () => {
+        events.reset();
+        depth.reset();
+        oldest.reset();
+        consumers.reset();
+        for (const queue of await broker.listQueues()) {
+          const labels = { queue: queue.name };
+          for (const event of counterEvents) events.set({ ...labels, event }, queue.stats[event]);
+          depth.set({ ...labels, state: "available" }, queue.stats.available);
+          depth.set({ ...labels, state: "delayed" }, queue.stats.delayed);
+          depth.set({ ...labels, state: "in_flight" }, queue.stats.inFlight);
+          oldest.set(labels, queue.stats.oldestMessageAgeMs / 1000);
+          consumers.set(labels, queue.stats.consumers);
+        }
+      },
+    });
+    const depth = new Gauge({
+      name: "hopper_queue_depth",
+      help: "Messages per queue and state.",
+      labelNames: ["queue", "state"],
+      registers: [this.registry],
+    });
+    const oldest = new Gauge({
+      name: "hopper_queue_oldest_message_age_seconds",
+      help: "Age of the oldest message in the queue.",
+      labelNames: ["queue"],
+      registers: [this.registry],
+    });
+    const consumers = new Gauge({
+      name: "hopper_queue_consumers",
+      help: "Receive calls in progress per queue.",
+      labelNames: ["queue"],
+      registers: [this.registry],
+    });
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  render(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  removedWithQueue(count: number): void {
+    this.removedWithQueues.inc(count);
+  }
+}

@@ -1,0 +1,148 @@
+/**
+ * The Fastify application: JSON parsing, schema validation (TypeBox, no coercion of bodies, unknown
+ * fields refused), authentication, the one error mapping, health and the OpenAPI document. Routes
+ * live in their own files and only translate between the wire and the broker.
+ */
+import swagger from "@fastify/swagger";
+import Fastify, { type FastifyError, type FastifyInstance } from "fastify";
+import type { TSchema } from "typebox";
+import { Compile } from "typebox/compile";
+import { Value } from "typebox/value";
+import type { ApiKeys } from "../../auth/api-keys.js";
+import type { QueueBroker } from "../../broker/queues.js";
+import { HopperError } from "../../errors.js";
+import { limits } from "../../limits.js";
+import type { Metrics } from "../../observability/metrics.js";
+import type { Store } from "../../store/store.js";
+import { registerQueueRoutes } from "./queue-routes.js";
+
+export interface HttpAppOptions {
+  broker: QueueBroker;
+  store: Store;
+  apiKeys: ApiKeys;
+  metrics: Metrics;
+  logger: boolean | object;
+}
+
+/** Fastify's own errors that clients cause, mapped to catalog codes. */
+const fastifyErrorCodes: Record<string, HopperError["code"]> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: "request_too_large",
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: "unsupported_media_type",
+  FST_ERR_CTP_INVALID_JSON_BODY: "invalid_json",
+  FST_ERR_CTP_EMPTY_JSON_BODY: "invalid_json",
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: "invalid_request",
+};
+
+const openPaths = new Set(["/healthz", "/readyz"]);
+
+export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: options.logger,
+    bodyLimit: limits.requestBytesMax,
+    onProtoPoisoning: "error",
+    onConstructorPoisoning: "error",
+    // Long polls hold a request up to the wait limit; the socket may stay longer between requests.
+    keepAliveTimeout: 65_000,
+  });
+
+  // An empty body is allowed for calls that take none (purge); anything else must be valid JSON.
+  const parseJson = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
+    if (body === "") return done(null, undefined);
+    parseJson(request, body as string, done);
+  });
+
+  app.setValidatorCompiler(({ schema, httpPart }) => {
+    const validator = Compile(schema as TSchema);
+    // A body whose every field is optional may be left out entirely (receive, create a queue).
+    const bodyOptional =
+      httpPart === "body" && ((schema as { required?: string[] }).required ?? []).length === 0;
+    return (data: unknown) => {
+      // Paths and query strings arrive as text; bodies are JSON and keep their types.
+      let value = httpPart === "body" ? data : Value.Convert(schema as TSchema, data);
+      if (value === undefined && bodyOptional) value = {};
+      if (validator.Check(value)) return { value };
+      const errors = describeErrors(validator.Errors(value));
+      const first = errors[0];
+      const code = httpPart === "params" ? "invalid_name" : "invalid_request";
+      return {
+        error: new HopperError(code, `Invalid ${httpPart}: ${first?.path} ${first?.message}`, { errors }),
+      };
+    };
+  });
+
+  app.setErrorHandler((error: FastifyError | HopperError, request, reply) => {
+    if (error instanceof HopperError) {
+      return reply.status(error.status).send({ error: error.toJSON() });
+    }
+    const mapped = fastifyErrorCodes[error.code];
+    if (mapped) {
+      const hopperError = new HopperError(mapped, error.message);
+      return reply.status(hopperError.status).send({ error: hopperError.toJSON() });
+    }
+    if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
+      return reply.status(400).send({ error: new HopperError("invalid_request", error.message).toJSON() });
+    }
+    request.log.error({ err: error }, "request failed");
+    return reply.status(500).send({ error: new HopperError("internal").toJSON() });
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    reply
+      .status(404)
+      .send({ error: new HopperError("not_found", `No route ${request.method} ${request.url}.`).toJSON() });
+  });
+
+  app.addHook("onRequest", async (request) => {
+    if (openPaths.has(request.url)) return;
+    const decision = options.apiKeys.decide(request.headers.authorization, request.socket.remoteAddress);
+    if (decision === "unauthorized") throw new HopperError("unauthorized");
+    if (decision === "forbidden") {
+      throw new HopperError("forbidden", "No API keys are configured, so only loopback clients are served.");
+    }
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      info: { title: "Hopper native API", version: "1" },
+      components: { securitySchemes: { apiKey: { type: "http", scheme: "bearer" } } },
+      security: [{ apiKey: [] }],
+    },
+  });
+
+  app.get("/healthz", { schema: { hide: true } }, async () => ({ status: "ok" }));
+  app.get("/readyz", { schema: { hide: true } }, async (_request, reply) => {
+    try {
+      await options.store.ping();
+      return { status: "ready" };
+    } catch (error) {
+      return reply.status(503).send({ error: new HopperError("unavailable", String(error)).toJSON() });
+    }
+  });
+  app.get("/metrics", { schema: { hide: true } }, async (_request, reply) => {
+    reply.header("content-type", options.metrics.contentType);
+    return options.metrics.render();
+  });
+  app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
+
+  registerQueueRoutes(app, options.broker, options.metrics);
+  return app;
+}
+
+/** Turns TypeBox's errors into short `{ path, message }` pairs, naming unknown fields plainly. */
+function describeErrors(
+  errors: { keyword: string; instancePath: string; message: string; params: unknown }[],
+): { path: string; message: string }[] {
+  return errors
+    .filter((e) => e.keyword !== "boolean")
+    .slice(0, 10)
+    .map((e) => {
+      const unknown = (e.params as { additionalProperties?: string[] }).additionalProperties;
+      const message =
+        e.keyword === "additionalProperties" && unknown
+          ? `has unknown field(s): ${unknown.join(", ")}`
+          : e.message;
+      return { path: e.instancePath || "/", message };
+    });
+}

@@ -1,0 +1,180 @@
+/**
+ * The queue routes of API.md: each validates (by schema), makes one broker call and renders the
+ * answer. No semantics live here.
+ */
+import type { FastifyInstance } from "fastify";
+import type { ItemResult, OutgoingMessage, QueueBroker, SendResult } from "../../broker/queues.js";
+import { HopperError } from "../../errors.js";
+import type { Metrics } from "../../observability/metrics.js";
+import { jsonContentType, renderLeased, renderStored } from "./render.js";
+import {
+  AckBody,
+  ExtendBody,
+  NackBody,
+  PeekQuery,
+  PutQueueBody,
+  QueueParams,
+  ReceiveBody,
+  SendBody,
+} from "./schemas.js";
+
+type QueuePath = { queue: string };
+
+function renderResult(result: ItemResult | SendResult): object {
+  return "error" in result ? { error: result.error.toJSON() } : result;
+}
+
+/** Decodes the wire form of each message; a malformed item fails the whole request, unchanged. */
+function toOutgoing(messages: SendBody["messages"]): OutgoingMessage[] {
+  return messages.map((message, index) => {
+    const fail = (text: string) =>
+      new HopperError("invalid_request", `messages[${index}]: ${text}`, { index });
+    if (message.dedupId !== undefined || message.priority !== undefined) {
+      throw new HopperError(
+        "not_implemented",
+        `messages[${index}]: dedupId and priority are not implemented yet.`,
+        {
+          index,
+        },
+      );
+    }
+    const hasBody = message.body !== undefined;
+    if (hasBody === (message.bodyBase64 !== undefined))
+      throw fail("give exactly one of body and bodyBase64.");
+    let body: Buffer;
+    let contentType: string;
+    if (hasBody) {
+      if (message.contentType !== undefined && message.contentType !== jsonContentType) {
+        throw fail(`a JSON body has contentType ${jsonContentType}; send other types as bodyBase64.`);
+      }
+      body = Buffer.from(JSON.stringify(message.body), "utf8");
+      contentType = jsonContentType;
+    } else {
+      body = Buffer.from(message.bodyBase64 as string, "base64");
+      contentType = message.contentType ?? "application/octet-stream";
+      if (contentType === jsonContentType) {
+        try {
+          JSON.parse(body.toString("utf8"));
+        } catch {
+          throw fail("bodyBase64 with contentType application/json must decode to valid JSON.");
+        }
+      }
+    }
+    return {
+      body,
+      contentType,
+      ...(message.headers && { headers: message.headers }),
+      ...(message.key !== undefined && { key: message.key }),
+      ...(message.delayMs !== undefined && { delayMs: message.delayMs }),
+    };
+  });
+}
+
+/** Aborts when the client goes away before the answer is sent, so a long poll stops waiting. */
+function abortOnClose(raw: import("node:http").ServerResponse): AbortSignal {
+  const controller = new AbortController();
+  raw.on("close", () => {
+    if (!raw.writableFinished) controller.abort();
+  });
+  return controller.signal;
+}
+
+export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker, metrics: Metrics): void {
+  const tags = ["queues"];
+
+  app.put<{ Params: QueuePath; Body: PutQueueBody | undefined }>(
+    "/v1/queues/:queue",
+    { schema: { tags, params: QueueParams, body: PutQueueBody } },
+    async (request, reply) => {
+      const { created, queue } = await broker.putQueue(request.params.queue, request.body ?? {});
+      return reply.status(created ? 201 : 200).send(queue);
+    },
+  );
+
+  app.get("/v1/queues", { schema: { tags } }, async () => {
+    const queues = await broker.listQueues();
+    return { queues: queues.map(({ name, kind, stats }) => ({ name, kind, stats })) };
+  });
+
+  app.get<{ Params: QueuePath }>(
+    "/v1/queues/:queue",
+    { schema: { tags, params: QueueParams } },
+    (request) => broker.getQueue(request.params.queue),
+  );
+
+  app.delete<{ Params: QueuePath }>(
+    "/v1/queues/:queue",
+    { schema: { tags, params: QueueParams } },
+    async (request, reply) => {
+      const { removed } = await broker.deleteQueue(request.params.queue);
+      metrics.removedWithQueue(removed);
+      return reply.status(204).send();
+    },
+  );
+
+  app.post<{ Params: QueuePath; Body: SendBody }>(
+    "/v1/queues/:queue/messages",
+    { schema: { tags, params: QueueParams, body: SendBody } },
+    async (request) => {
+      const results = await broker.send(request.params.queue, toOutgoing(request.body.messages));
+      return { results: results.map(renderResult) };
+    },
+  );
+
+  app.post<{ Params: QueuePath; Body: ReceiveBody | undefined }>(
+    "/v1/queues/:queue/receive",
+    { schema: { tags, params: QueueParams, body: ReceiveBody } },
+    async (request, reply) => {
+      const body = request.body ?? {};
+      const messages = await broker.receive(request.params.queue, {
+        ...body,
+        signal: abortOnClose(reply.raw),
+      });
+      return { messages: messages.map(renderLeased) };
+    },
+  );
+
+  app.post<{ Params: QueuePath; Body: AckBody }>(
+    "/v1/queues/:queue/ack",
+    { schema: { tags, params: QueueParams, body: AckBody } },
+    async (request) => {
+      const results = await broker.ack(request.params.queue, request.body.receipts);
+      return { results: results.map(renderResult) };
+    },
+  );
+
+  app.post<{ Params: QueuePath; Body: NackBody }>(
+    "/v1/queues/:queue/nack",
+    { schema: { tags, params: QueueParams, body: NackBody } },
+    async (request) => {
+      const results = await broker.nack(request.params.queue, request.body.receipts, request.body.delayMs);
+      return { results: results.map(renderResult) };
+    },
+  );
+
+  app.post<{ Params: QueuePath; Body: ExtendBody }>(
+    "/v1/queues/:queue/extend",
+    { schema: { tags, params: QueueParams, body: ExtendBody } },
+    async (request) => {
+      const { receipts, visibilityTimeoutMs } = request.body;
+      const results = await broker.extend(request.params.queue, receipts, visibilityTimeoutMs);
+      return { results: results.map(renderResult) };
+    },
+  );
+
+  app.get<{ Params: QueuePath; Querystring: PeekQuery }>(
+    "/v1/queues/:queue/messages",
+    { schema: { tags, params: QueueParams, querystring: PeekQuery } },
+    async (request) => {
+      const { state = "available", limit = 10 } = request.query;
+      const messages = await broker.peek(request.params.queue, state, limit);
+      return { messages: messages.map(renderStored) };
+    },
+  );
+
+  app.post<{ Params: QueuePath }>(
+    "/v1/queues/:queue/purge",
+    { schema: { tags, params: QueueParams } },
+    (request) => broker.purge(request.params.queue),
+  );
+}

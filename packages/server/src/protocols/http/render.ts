@@ -1,0 +1,44 @@
+/**
+ * How messages look on the wire: a JSON body is returned as the JSON value it was sent as; any other
+ * content type as base64. Times are ISO-8601.
+ */
+import type { LeasedMessage, StoredMessage } from "../../store/store.js";
+
+export const jsonContentType = "application/json";
+
+function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}
+
+function renderBody(message: StoredMessage): { body: unknown } | { bodyBase64: string } {
+  if (message.contentType === jsonContentType) return { body: JSON.parse(message.body.toString("utf8")) };
+  return { bodyBase64: message.body.toString("base64") };
+}
+
+export function renderStored(message: StoredMessage): Record<string, unknown> {
+  return {
+    id: message.id,
+    ...renderBody(message),
+    contentType: message.contentType,
+    headers: message.headers,
+    key: message.key,
+    deliveryCount: message.deliveryCount,
+    publishedAt: iso(message.publishedAt),
+    visibleAt: iso(message.visibleAt),
+    firstDeliveredAt: iso(message.firstDeliveredAt),
+  };
+}
+
+export function renderLeased(message: LeasedMessage): Record<string, unknown> {
+  return {
+    id: message.id,
+    receipt: message.receipt,
+    ...renderBody(message),
+    contentType: message.contentType,
+    headers: message.headers,
+    key: message.key,
+    deliveryCount: message.deliveryCount,
+    publishedAt: iso(message.publishedAt),
+    firstDeliveredAt: iso(message.firstDeliveredAt),
+  };
+}

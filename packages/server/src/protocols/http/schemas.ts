@@ -1,0 +1,133 @@
+/**
+ * The request schemas of the native HTTP API (API.md "Queues"). They check shapes and types at the
+ * edge, reject unknown fields, and feed the OpenAPI document; the broker checks values again.
+ */
+import Type, { type Static } from "typebox";
+import { limits } from "../../limits.js";
+
+const strict = { additionalProperties: false } as const;
+
+export const Name = Type.String({ pattern: limits.namePattern, description: "[A-Za-z0-9_.:-]{1,128}" });
+const Ms = (max: number, description?: string) =>
+  Type.Integer({ minimum: 0, maximum: max, ...(description ? { description } : {}) });
+
+export const QueueParams = Type.Object({ queue: Name }, strict);
+
+export const PutQueueBody = Type.Object(
+  {
+    kind: Type.Optional(Type.Union([Type.Literal("standard"), Type.Literal("fifo")])),
+    visibilityTimeoutMs: Type.Optional(Ms(limits.visibilityTimeoutMsMax, "Lease length")),
+    retentionMs: Type.Optional(Ms(limits.retentionMsMax)),
+    delayMs: Type.Optional(Ms(limits.retentionMsMax, "Default delay per message")),
+    receiveWaitMs: Type.Optional(Ms(limits.waitMsMax, "Default long-poll wait")),
+    maxMessageBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.messageBytesMax })),
+    deadLetter: Type.Optional(
+      Type.Union([
+        Type.Object(
+          { queue: Name, maxDeliveries: Type.Integer({ minimum: 1, maximum: limits.maxDeliveriesMax }) },
+          strict,
+        ),
+        Type.Null(),
+      ]),
+    ),
+    retry: Type.Optional(
+      Type.Object(
+        {
+          initialDelayMs: Type.Optional(Ms(limits.retryDelayMsMax)),
+          multiplier: Type.Optional(Type.Number({ minimum: 1, maximum: 10 })),
+          maxDelayMs: Type.Optional(Ms(limits.retryDelayMsMax)),
+          jitter: Type.Optional(Type.Union([Type.Literal("full"), Type.Literal("none")])),
+        },
+        strict,
+      ),
+    ),
+    maxDepth: Type.Optional(Type.Integer({ minimum: 1 })),
+    overflow: Type.Optional(
+      Type.Union([Type.Literal("reject"), Type.Literal("drop-oldest"), Type.Literal("dead-letter-oldest")]),
+    ),
+    dedupWindowMs: Type.Optional(Ms(24 * 3600 * 1000)),
+    pushbackDepth: Type.Optional(Type.Integer({ minimum: 1 })),
+    pushbackAgeMs: Type.Optional(Type.Integer({ minimum: 1 })),
+    alerts: Type.Optional(
+      Type.Object(
+        {
+          oldestAgeMs: Type.Optional(Type.Integer({ minimum: 1 })),
+          deadLetterDepth: Type.Optional(Type.Integer({ minimum: 1 })),
+          silentForMs: Type.Optional(Type.Integer({ minimum: 1 })),
+        },
+        strict,
+      ),
+    ),
+  },
+  strict,
+);
+
+const Headers = Type.Record(
+  Type.String({ pattern: `^[A-Za-z0-9_.:-]{1,${limits.headerNameLengthMax}}$` }),
+  Type.String({ maxLength: limits.headerValueLengthMax }),
+  { maxProperties: limits.headersCountMax },
+);
+
+export const SendBody = Type.Object(
+  {
+    messages: Type.Array(
+      Type.Object(
+        {
+          body: Type.Optional(Type.Unknown({ description: "Any JSON value; stored as its JSON text" })),
+          bodyBase64: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9+/]*={0,2}$" })),
+          contentType: Type.Optional(Type.String({ minLength: 1, maxLength: limits.contentTypeLengthMax })),
+          headers: Type.Optional(Headers),
+          key: Type.Optional(Type.String({ minLength: 1, maxLength: limits.keyLengthMax })),
+          dedupId: Type.Optional(Type.String({ minLength: 1, maxLength: limits.dedupIdLengthMax })),
+          delayMs: Type.Optional(Ms(limits.retentionMsMax)),
+          priority: Type.Optional(Type.Integer({ minimum: 0, maximum: 9 })),
+        },
+        strict,
+      ),
+      { minItems: 1, maxItems: limits.batchSizeMax },
+    ),
+  },
+  strict,
+);
+
+export const ReceiveBody = Type.Object(
+  {
+    max: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.receiveMax })),
+    waitMs: Type.Optional(Ms(limits.waitMsMax)),
+    visibilityTimeoutMs: Type.Optional(Ms(limits.visibilityTimeoutMsMax)),
+  },
+  strict,
+);
+
+const Receipts = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+  minItems: 1,
+  maxItems: limits.batchSizeMax,
+});
+
+export const AckBody = Type.Object({ receipts: Receipts }, strict);
+export const NackBody = Type.Object(
+  { receipts: Receipts, delayMs: Type.Optional(Ms(limits.retryDelayMsMax)) },
+  strict,
+);
+export const ExtendBody = Type.Object(
+  { receipts: Receipts, visibilityTimeoutMs: Ms(limits.visibilityTimeoutMsMax) },
+  strict,
+);
+
+export const PeekQuery = Type.Object(
+  {
+    state: Type.Optional(
+      Type.Union([Type.Literal("available"), Type.Literal("delayed"), Type.Literal("in-flight")]),
+    ),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.peekMax })),
+  },
+  strict,
+);
+
+export type PutQueueBody = Static<typeof PutQueueBody>;
+export type SendBody = Static<typeof SendBody>;
+export type ReceiveBody = Static<typeof ReceiveBody>;
+export type AckBody = Static<typeof AckBody>;
+export type NackBody = Static<typeof NackBody>;
+export type ExtendBody = Static<typeof ExtendBody>;
+export type PeekQuery = Static<typeof PeekQuery>;

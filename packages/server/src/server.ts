@@ -1,0 +1,72 @@
+/**
+ * Wires a running Hopper: store → broker → HTTP. Used by `hopper serve` and by tests that need a
+ * whole server in-process.
+ */
+import type { FastifyInstance } from "fastify";
+import { ApiKeys } from "./auth/api-keys.js";
+import { QueueBroker } from "./broker/queues.js";
+import { type Clock, systemClock } from "./clock.js";
+import { Metrics } from "./observability/metrics.js";
+import { buildHttpApp } from "./protocols/http/app.js";
+import { type Random, systemRandom } from "./random.js";
+import { type Durability, SqliteStore } from "./store/sqlite/sqlite-store.js";
+import type { Store } from "./store/store.js";
+
+export interface ServerOptions {
+  host?: string;
+  /** 0 picks a free port (tests). */
+  port?: number;
+  /** The SQLite file; ":memory:" for a throwaway broker. */
+  dataPath: string;
+  durability?: Durability;
+  apiKeys?: readonly string[];
+  clock?: Clock;
+  random?: Random;
+  /** A pino level ("info", "warn", …), or false for no logs. */
+  logLevel?: string | false;
+}
+
+export interface RunningServer {
+  url: string;
+  app: FastifyInstance;
+  broker: QueueBroker;
+  store: Store;
+  apiKeys: ApiKeys;
+  close(): Promise<void>;
+}
+
+export async function startServer(options: ServerOptions): Promise<RunningServer> {
+  const clock = options.clock ?? systemClock;
+  const random = options.random ?? systemRandom;
+  const store = new SqliteStore({
+    path: options.dataPath,
+    durability: options.durability ?? "fsync",
+    random,
+  });
+  const logger = options.logLevel === false ? false : { level: options.logLevel ?? "warn" };
+  const broker = new QueueBroker(store, clock, random, {
+    info: () => {},
+    warn: (obj, msg) => console.warn(msg, obj),
+    error: (obj, msg) => console.error(msg, obj),
+  });
+  await broker.start();
+  const apiKeys = new ApiKeys(options.apiKeys ?? []);
+  const app = await buildHttpApp({ broker, store, apiKeys, metrics: new Metrics(broker), logger });
+  const address = await app.listen({ host: options.host ?? "127.0.0.1", port: options.port ?? 7171 });
+  let closing: Promise<void> | undefined;
+  return {
+    url: address,
+    app,
+    broker,
+    store,
+    apiKeys,
+    close() {
+      closing ??= (async () => {
+        broker.stop();
+        await app.close();
+        await store.close();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,56 @@
+/**
+ * The SQLite schema, as an ordered list of migrations. `PRAGMA user_version` records how many have
+ * been applied; each runs in its own transaction, so a crash mid-migration leaves the last version.
+ *
+ * messages row layout (one row per message in a queue):
+ *
+ *   seq            rowid; arrival order, and the first half of a receipt
+ *   queue_id       the owning queue
+ *   id             UUIDv7 given at publish; kept when the message is dead-lettered
+ *   body           the bytes as published
+ *   visible_at     when it can next be leased: publish time + delay, a lease's expiry, or a nack's retry
+ *   lease_token    NULL, or the random token of the latest lease (the second half of the receipt).
+ *                  visible_at > now with a token = in flight; without a token = delayed.
+ *                  A lease that expires needs no write: once visible_at <= now the row is available
+ *                  again, and its token still accepts a late ack until someone else leases it.
+ */
+export const migrations: readonly string[] = [
+  `
+  CREATE TABLE queues (
+    queue_id      INTEGER PRIMARY KEY,
+    name          TEXT NOT NULL UNIQUE,
+    kind          TEXT NOT NULL,
+    attributes    TEXT NOT NULL,
+    created_at    INTEGER NOT NULL,
+    published     INTEGER NOT NULL DEFAULT 0,
+    delivered     INTEGER NOT NULL DEFAULT 0,
+    redelivered   INTEGER NOT NULL DEFAULT 0,
+    acked         INTEGER NOT NULL DEFAULT 0,
+    nacked        INTEGER NOT NULL DEFAULT 0,
+    expired       INTEGER NOT NULL DEFAULT 0,
+    dead_lettered INTEGER NOT NULL DEFAULT 0,
+    purged        INTEGER NOT NULL DEFAULT 0
+  ) STRICT;
+
+  CREATE TABLE messages (
+    seq                INTEGER PRIMARY KEY,
+    queue_id           INTEGER NOT NULL,
+    id                 TEXT NOT NULL,
+    body               BLOB NOT NULL,
+    content_type       TEXT NOT NULL,
+    headers            TEXT,
+    key                TEXT,
+    published_at       INTEGER NOT NULL,
+    visible_at         INTEGER NOT NULL,
+    delivery_count     INTEGER NOT NULL DEFAULT 0,
+    first_delivered_at INTEGER,
+    lease_token        INTEGER
+  ) STRICT;
+
+  -- Leasing scans this in visibility order; lease_token is in the key so that counting in-flight
+  -- versus delayed messages reads the index alone.
+  CREATE INDEX messages_by_visibility ON messages (queue_id, visible_at, lease_token);
+  -- The oldest message's age and the retention sweep read this.
+  CREATE INDEX messages_by_publish ON messages (queue_id, published_at);
+  `,
+];

@@ -1,0 +1,140 @@
+/**
+ * Every SQL statement the SQLite store runs, one named constant each, with what it does, its
+ * parameters and what it returns. Nothing else in the server writes SQL.
+ */
+
+/** Params: name. Returns: the queue row. */
+export const queueSelectByName = `SELECT * FROM queues WHERE name = :name`;
+
+/** Returns: every queue row, by name. */
+export const queueSelectAll = `SELECT * FROM queues ORDER BY name`;
+
+/** Returns: { n } the number of queues. */
+export const queueCount = `SELECT count(*) AS n FROM queues`;
+
+/** Params: name, kind, attributes (JSON), createdAt. */
+export const queueInsert = `
+  INSERT INTO queues (name, kind, attributes, created_at) VALUES (:name, :kind, :attributes, :createdAt)`;
+
+/** Params: queueId, attributes (JSON). */
+export const queueUpdateAttributes = `UPDATE queues SET attributes = :attributes WHERE queue_id = :queueId`;
+
+/** Params: name. Returns: { name } of each queue whose dead-letter target is `name`. */
+export const queueSelectDeadLetterSources = `
+  SELECT name FROM queues WHERE json_extract(attributes, '$.deadLetter.queue') = :name`;
+
+/** Params: queueId. */
+export const queueDelete = `DELETE FROM queues WHERE queue_id = :queueId`;
+
+/** Params: queueId and one delta per counter. Adds the deltas to the queue's counters. */
+export const queueAddCounters = `
+  UPDATE queues SET
+    published = published + :published,
+    delivered = delivered + :delivered,
+    redelivered = redelivered + :redelivered,
+    acked = acked + :acked,
+    nacked = nacked + :nacked,
+    expired = expired + :expired,
+    dead_lettered = dead_lettered + :deadLettered,
+    purged = purged + :purged
+  WHERE queue_id = :queueId`;
+
+/** Params: queueId, id, body, contentType, headers (JSON or NULL), key, publishedAt, visibleAt,
+ * deliveryCount. */
+export const messageInsert = `
+  INSERT INTO messages (queue_id, id, body, content_type, headers, key, published_at, visible_at, delivery_count)
+  VALUES (:queueId, :id, :body, :contentType, :headers, :key, :publishedAt, :visibleAt, :deliveryCount)`;
+
+/**
+ * Params: queueId, now, expiredBefore, limit. Returns: the next available messages in visibility
+ * order (ties in index order), skipping those past retention, which the sweep deletes.
+ */
+export const messageSelectAvailable = `
+  SELECT * FROM messages
+  WHERE queue_id = :queueId AND visible_at <= :now AND published_at > :expiredBefore
+  ORDER BY visible_at
+  LIMIT :limit`;
+
+/** Params: seq, leaseExpiresAt, leaseToken, now. Takes a lease: the row is in flight until
+ * leaseExpiresAt. Returns: delivery_count, first_delivered_at after the update. */
+export const messageLease = `
+  UPDATE messages SET
+    visible_at = :leaseExpiresAt,
+    lease_token = :leaseToken,
+    delivery_count = delivery_count + 1,
+    first_delivered_at = coalesce(first_delivered_at, :now)
+  WHERE seq = :seq
+  RETURNING delivery_count, first_delivered_at`;
+
+/** Params: seq, queueId, leaseToken. Returns: the row if the receipt names its latest lease. */
+export const messageSelectByReceipt = `
+  SELECT * FROM messages WHERE seq = :seq AND queue_id = :queueId AND lease_token = :leaseToken`;
+
+/** Params: seq, queueId, leaseToken. Deletes the row if the receipt names its latest lease. */
+export const messageDeleteByReceipt = `
+  DELETE FROM messages WHERE seq = :seq AND queue_id = :queueId AND lease_token = :leaseToken`;
+
+/** Params: seq, queueId, leaseToken, leaseExpiresAt. Moves a lease's expiry. */
+export const messageExtendByReceipt = `
+  UPDATE messages SET visible_at = :leaseExpiresAt
+  WHERE seq = :seq AND queue_id = :queueId AND lease_token = :leaseToken`;
+
+/** Params: seq, visibleAt. Ends the lease: the row waits as delayed until visibleAt. */
+export const messageRelease = `UPDATE messages SET visible_at = :visibleAt, lease_token = NULL WHERE seq = :seq`;
+
+/** Params: seq. */
+export const messageDelete = `DELETE FROM messages WHERE seq = :seq`;
+
+/** Params: queueId. Returns: the number of rows deleted (via changes). */
+export const messageDeleteAllOfQueue = `DELETE FROM messages WHERE queue_id = :queueId`;
+
+/** Params: queueId, expiredBefore, limit. Deletes up to `limit` messages past retention. */
+export const messageDeleteExpired = `
+  DELETE FROM messages WHERE seq IN (
+    SELECT seq FROM messages WHERE queue_id = :queueId AND published_at <= :expiredBefore LIMIT :limit)`;
+
+/**
+ * Params: queueId, visibleAfter, now, maxDeliveries, limit. Returns: rows whose lease ended in
+ * (visibleAfter, now] and that have used every delivery.
+ */
+export const messageSelectExhausted = `
+  SELECT * FROM messages
+  WHERE queue_id = :queueId AND visible_at > :visibleAfter AND visible_at <= :now
+    AND lease_token IS NOT NULL AND delivery_count >= :maxDeliveries
+  LIMIT :limit`;
+
+/** Params: queueId, now. Returns: { available, delayed, inFlight } counted from the index alone. */
+export const messageCountByState = `
+  SELECT
+    (SELECT count(*) FROM messages WHERE queue_id = :queueId AND visible_at <= :now) AS available,
+    (SELECT count(*) FROM messages
+       WHERE queue_id = :queueId AND visible_at > :now AND lease_token IS NULL) AS delayed,
+    (SELECT count(*) FROM messages
+       WHERE queue_id = :queueId AND visible_at > :now AND lease_token IS NOT NULL) AS inFlight`;
+
+/** Params: queueId, now. Returns: { n } messages in flight. */
+export const messageCountInFlight = `
+  SELECT count(*) AS n FROM messages
+  WHERE queue_id = :queueId AND visible_at > :now AND lease_token IS NOT NULL`;
+
+/** Params: queueId. Returns: { oldest } the earliest publish time, or NULL when empty. */
+export const messageOldestPublishedAt = `
+  SELECT min(published_at) AS oldest FROM messages WHERE queue_id = :queueId`;
+
+/** Params: queueId, now. Returns: { next } the earliest visible_at after now, or NULL. */
+export const messageNextVisibleAt = `
+  SELECT min(visible_at) AS next FROM messages WHERE queue_id = :queueId AND visible_at > :now`;
+
+/** Params: queueId, now, limit. Peek at available messages. */
+export const messagePeekAvailable = `
+  SELECT * FROM messages WHERE queue_id = :queueId AND visible_at <= :now ORDER BY visible_at LIMIT :limit`;
+
+/** Params: queueId, now, limit. Peek at delayed messages. */
+export const messagePeekDelayed = `
+  SELECT * FROM messages WHERE queue_id = :queueId AND visible_at > :now AND lease_token IS NULL
+  ORDER BY visible_at LIMIT :limit`;
+
+/** Params: queueId, now, limit. Peek at in-flight messages. */
+export const messagePeekInFlight = `
+  SELECT * FROM messages WHERE queue_id = :queueId AND visible_at > :now AND lease_token IS NOT NULL
+  ORDER BY visible_at LIMIT :limit`;

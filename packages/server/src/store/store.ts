@@ -1,0 +1,196 @@
+/**
+ * The one interface between the broker and storage. Every method is one atomic transaction, named
+ * entity-first then verb, and takes one params object. The broker decides policy (lease lengths,
+ * retry delays, dead-letter targets) and passes it in; the store applies it atomically and knows
+ * nothing of HTTP. Both the SQLite and the PostgreSQL store pass the same conformance suite.
+ */
+
+export type QueueKind = "standard" | "fifo";
+
+export interface RetryPolicy {
+  initialDelayMs: number;
+  multiplier: number;
+  maxDelayMs: number;
+  jitter: "full" | "none";
+}
+
+export interface DeadLetterPolicy {
+  queue: string;
+  maxDeliveries: number;
+}
+
+/** A queue's attributes with every default applied: what the broker acts on. */
+export interface QueueAttributes {
+  visibilityTimeoutMs: number;
+  retentionMs: number;
+  delayMs: number;
+  receiveWaitMs: number;
+  maxMessageBytes: number;
+  deadLetter: DeadLetterPolicy | null;
+  retry: RetryPolicy;
+}
+
+/** Counters since the queue was created; every way a message leaves the queue has one. */
+export interface QueueCounters {
+  published: number;
+  delivered: number;
+  redelivered: number;
+  acked: number;
+  nacked: number;
+  expired: number;
+  deadLettered: number;
+  purged: number;
+}
+
+export interface QueueRecord {
+  name: string;
+  kind: QueueKind;
+  attributes: QueueAttributes;
+  createdAt: number;
+  counters: QueueCounters;
+}
+
+/** How many messages are in each state at one instant, and the oldest one's publish time. */
+export interface QueueDepth {
+  available: number;
+  delayed: number;
+  inFlight: number;
+  oldestPublishedAt: number | null;
+}
+
+export interface NewMessage {
+  id: string;
+  body: Buffer;
+  contentType: string;
+  headers: Record<string, string>;
+  key: string | null;
+  publishedAt: number;
+  visibleAt: number;
+}
+
+export interface StoredMessage extends NewMessage {
+  deliveryCount: number;
+  firstDeliveredAt: number | null;
+}
+
+export interface LeasedMessage extends StoredMessage {
+  /** Names this lease, not only the message: an ack with an older receipt is refused. */
+  receipt: string;
+}
+
+export type MessageState = "available" | "delayed" | "in-flight";
+
+/** The outcome of one item of a receipt batch; `stale_receipt` and `invalid_receipt` are per item. */
+export type ReceiptResult = { ok: true } | { error: "stale_receipt" | "invalid_receipt" };
+
+export interface Store {
+  /** Resolves when the store answers a trivial query; used by /readyz. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+
+  /** Creates the queue, or updates its attributes. Throws queue_kind_mismatch, too_many_queues and
+   * dead_letter_queue_not_found. */
+  queueUpsert(params: {
+    name: string;
+    kind: QueueKind;
+    attributes: QueueAttributes;
+    now: number;
+  }): Promise<{ created: boolean; queue: QueueRecord }>;
+  queueGet(params: { name: string }): Promise<QueueRecord | undefined>;
+  queueList(): Promise<QueueRecord[]>;
+  /** Deletes the queue and its messages; returns how many messages went with it. Throws queue_in_use
+   * when another queue dead-letters into it, queue_not_found when absent. */
+  queueDelete(params: { name: string }): Promise<{ removed: number }>;
+  queueDepth(params: { name: string; now: number }): Promise<QueueDepth>;
+
+  /** Stores every message of the batch, all or none. Throws queue_not_found. */
+  queueSend(params: { queue: string; messages: NewMessage[] }): Promise<void>;
+
+  /**
+   * Leases up to `max` available messages in order of visibility, each until `leaseExpiresAt`, and
+   * increments their delivery counts. A candidate already delivered `deadLetter.maxDeliveries` times
+   * is moved to the dead-letter queue instead. Messages published at or before `expiredBefore` are
+   * past retention and are neither leased nor counted here.
+   */
+  queueLease(params: {
+    queue: string;
+    max: number;
+    now: number;
+    leaseExpiresAt: number;
+    expiredBefore: number;
+    inFlightMax: number;
+    deadLetter: DeadLetterPolicy | null;
+  }): Promise<{ messages: LeasedMessage[]; deadLettered: number }>;
+
+  /** Deletes each message whose latest lease the receipt names. */
+  queueAck(params: { queue: string; receipts: string[] }): Promise<ReceiptResult[]>;
+
+  /**
+   * Ends each named lease: the message becomes visible after `retryDelayMs(deliveryCount)`, or goes to
+   * the dead-letter queue when it has been delivered `deadLetter.maxDeliveries` times.
+   */
+  queueNack(params: {
+    queue: string;
+    receipts: string[];
+    now: number;
+    retryDelayMs: (deliveryCount: number) => number;
+    deadLetter: DeadLetterPolicy | null;
+  }): Promise<ReceiptResult[]>;
+
+  /** Moves each named lease's expiry to `leaseExpiresAt` (a heartbeat). */
+  queueExtend(params: {
+    queue: string;
+    receipts: string[];
+    leaseExpiresAt: number;
+  }): Promise<ReceiptResult[]>;
+
+  /** Reads messages in one state without leasing them, oldest visibility first. */
+  queuePeek(params: {
+    queue: string;
+    state: MessageState;
+    limit: number;
+    now: number;
+  }): Promise<StoredMessage[]>;
+
+  /** Deletes every message of the queue, leased or not, and counts them as purged. */
+  queuePurge(params: { queue: string }): Promise<{ purged: number }>;
+
+  /** Deletes up to `max` messages published at or before `expiredBefore`, counted as expired. */
+  queueExpire(params: { queue: string; expiredBefore: number; max: number }): Promise<{ expired: number }>;
+
+  /**
+   * Moves up to `max` messages whose lease ended in (visibleAfter, now] and that have been delivered
+   * `deadLetter.maxDeliveries` times to the dead-letter queue.
+   */
+  queueDeadLetterExhausted(params: {
+    queue: string;
+    visibleAfter: number;
+    now: number;
+    max: number;
+    deadLetter: DeadLetterPolicy;
+  }): Promise<{ deadLettered: number }>;
+
+  /**
+   * What the scheduler needs to know when to look at the queue next: the earliest time after `now` at
+   * which a message becomes visible, and the oldest publish time (retention counts from it).
+   */
+  queueNextEvents(params: {
+    queue: string;
+    now: number;
+  }): Promise<{ nextVisibleAt: number | null; oldestPublishedAt: number | null }>;
+}
+
+/** Headers the broker adds when it dead-letters a message (API.md). */
+export function deadLetterHeaders(
+  message: StoredMessage,
+  sourceQueue: string,
+  reason: "max_deliveries",
+): Record<string, string> {
+  return {
+    ...message.headers,
+    "x-dead-letter-reason": reason,
+    "x-original-queue": sourceQueue,
+    "x-delivery-count": String(message.deliveryCount),
+    "x-original-published-at": new Date(message.publishedAt).toISOString(),
+  };
+}
