@@ -1,0 +1,320 @@
+import { type Clock, systemClock } from "./clock.js";
+import { BatchCoalescer } from "./coalescer.js";
+import { clientErrorCodes, HopperError } from "./errors.js";
+import { receiveWaitMsMax, requestTimeoutMsDefault } from "./limits.js";
+import {
+  type ItemResult,
+  isItemError,
+  type PeekedMessage,
+  type PeekState,
+  type QueueAttributes,
+  type QueueInfo,
+  type QueueSummary,
+  type ReceivedMessage,
+  type RedriveOptions,
+  type SendMessage,
+  type SendResult,
+  type SentMessage,
+  type Task,
+} from "./types.js";
+import { createWorker, type MessageHandler, type Worker, type WorkerOptions } from "./worker.js";
+
+export interface HopperClientOptions {
+  /** The server's base URL. Default `http://127.0.0.1:7171`. */
+  url?: string;
+  /** Sent as `Authorization: Bearer <apiKey>`. */
+  apiKey?: string;
+  /** Replaces the global `fetch`, e.g. with an in-memory server in tests. */
+  fetch?: typeof fetch;
+  /** Timers for request timeouts and for workers. Default: the real clock. */
+  clock?: Clock;
+  /** How long a request may go unanswered before it fails with `timeout`; a receive adds its wait. */
+  requestTimeoutMs?: number;
+}
+
+export interface ReceiveOptions {
+  /** 1–100; the server's default is 1. */
+  max?: number;
+  /** Long poll, 0–20000; the server's default is the queue's `receiveWaitMs`. */
+  waitMs?: number;
+  /** Lease length; the server's default is the queue's `visibilityTimeoutMs`. */
+  visibilityTimeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface NackOptions {
+  /** When to deliver again; without it the queue's retry policy decides. */
+  delayMs?: number;
+}
+
+export interface PeekOptions {
+  state?: PeekState;
+  limit?: number;
+}
+
+export interface PutQueueResult {
+  /** True when the queue is new (201), false when it existed and its attributes were updated (200). */
+  created: boolean;
+  queue: QueueInfo;
+}
+
+interface RequestOptions {
+  body?: unknown;
+  /** False for endpoints whose answer is not JSON, such as the health checks. */
+  parseAnswer?: boolean;
+  signal?: AbortSignal | undefined;
+  timeoutMs?: number;
+}
+
+interface Answer {
+  status: number;
+  body: unknown;
+}
+
+/** A typed client for Hopper's native HTTP API. Every non-2xx answer throws a `HopperError`. */
+export class HopperClient {
+  readonly url: string;
+  readonly clock: Clock;
+  private readonly apiKey: string | undefined;
+  private readonly fetchFn: typeof fetch;
+  private readonly requestTimeoutMs: number;
+  private readonly sendBatches = new BatchCoalescer<SendMessage, SendResult>();
+  private readonly receiptBatches = new BatchCoalescer<string, ItemResult>();
+
+  constructor(options: HopperClientOptions = {}) {
+    this.url = (options.url ?? "http://127.0.0.1:7171").replace(/\/+$/, "");
+    this.apiKey = options.apiKey;
+    this.clock = options.clock ?? systemClock;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? requestTimeoutMsDefault;
+    // Calling the global fetch as a method of another object throws "Illegal invocation" in browsers.
+    this.fetchFn = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+  }
+
+  /** Creates the queue, or updates the attributes of an existing one. */
+  async putQueue(name: string, attributes: QueueAttributes = {}): Promise<PutQueueResult> {
+    const answer = await this.request("PUT", queuePath(name), { body: attributes });
+    return { created: answer.status === 201, queue: answer.body as QueueInfo };
+  }
+
+  async getQueue(name: string): Promise<QueueInfo> {
+    return (await this.request("GET", queuePath(name))).body as QueueInfo;
+  }
+
+  async listQueues(): Promise<QueueSummary[]> {
+    return arrayField<QueueSummary>(await this.request("GET", "/v1/queues"), "queues");
+  }
+
+  async deleteQueue(name: string): Promise<void> {
+    await this.request("DELETE", queuePath(name));
+  }
+
+  /** Sends a batch (at most 100); each item succeeds or fails on its own. */
+  async send(queue: string, messages: SendMessage[]): Promise<SendResult[]> {
+    const answer = await this.request("POST", queuePath(queue, "/messages"), { body: { messages } });
+    return batchResults<SendResult>(answer, messages.length);
+  }
+
+  /** Leases up to `max` messages, waiting up to `waitMs` for the first one to arrive. */
+  async receive(queue: string, options: ReceiveOptions = {}): Promise<ReceivedMessage[]> {
+    const { signal, ...body } = options;
+    const timeoutMs = this.requestTimeoutMs + (body.waitMs ?? receiveWaitMsMax);
+    const answer = await this.request("POST", queuePath(queue, "/receive"), { body, signal, timeoutMs });
+    return arrayField<ReceivedMessage>(answer, "messages");
+  }
+
+  /** Deletes the leased messages; a receipt whose lease ended answers `stale_receipt`. */
+  async ack(queue: string, receipts: string[]): Promise<ItemResult[]> {
+    const answer = await this.request("POST", queuePath(queue, "/ack"), { body: { receipts } });
+    return batchResults<ItemResult>(answer, receipts.length);
+  }
+
+  /** Ends the leases so the messages are delivered again, after `delayMs` or the queue's retry policy. */
+  async nack(queue: string, receipts: string[], options: NackOptions = {}): Promise<ItemResult[]> {
+    const body = { receipts, ...options };
+    const answer = await this.request("POST", queuePath(queue, "/nack"), { body });
+    return batchResults<ItemResult>(answer, receipts.length);
+  }
+
+  /** Sets the leases to end `visibilityTimeoutMs` from now. */
+  async extend(queue: string, receipts: string[], visibilityTimeoutMs: number): Promise<ItemResult[]> {
+    const body = { receipts, visibilityTimeoutMs };
+    const answer = await this.request("POST", queuePath(queue, "/extend"), { body });
+    return batchResults<ItemResult>(answer, receipts.length);
+  }
+
+  /** Reads messages without leasing them, for operators. */
+  async peek(queue: string, options: PeekOptions = {}): Promise<PeekedMessage[]> {
+    const query = new URLSearchParams();
+    if (options.state !== undefined) query.set("state", options.state);
+    if (options.limit !== undefined) query.set("limit", String(options.limit));
+    const suffix = query.toString() === "" ? "/messages" : `/messages?${query}`;
+    return arrayField<PeekedMessage>(await this.request("GET", queuePath(queue, suffix)), "messages");
+  }
+
+  async purge(queue: string): Promise<{ purged: number }> {
+    return (await this.request("POST", queuePath(queue, "/purge"))).body as { purged: number };
+  }
+
+  /** Starts moving messages out of a (dead-letter) queue; follow the task with `getTask`. */
+  async redrive(queue: string, options: RedriveOptions = {}): Promise<Task> {
+    const answer = await this.request("POST", queuePath(queue, "/redrive"), { body: options });
+    return (answer.body as { task: Task }).task;
+  }
+
+  async getTask(id: string): Promise<Task> {
+    return (await this.request("GET", `/v1/tasks/${encodePathSegment(id)}`)).body as Task;
+  }
+
+  /** Resolves when the server process is up; throws otherwise. */
+  async health(): Promise<void> {
+    await this.request("GET", "/healthz", { parseAnswer: false });
+  }
+
+  /** Resolves when the server can reach its store; throws otherwise. */
+  async ready(): Promise<void> {
+    await this.request("GET", "/readyz", { parseAnswer: false });
+  }
+
+  /**
+   * Sends one message. Calls for the same queue made in the same event-loop turn share one `send`
+   * batch of at most 100, so many publishes can be in flight over few connections. An item error
+   * rejects only its caller; a failed request rejects every caller in that batch.
+   */
+  async publish(queue: string, message: SendMessage): Promise<SentMessage> {
+    const result = await this.sendBatches.add(queue, message, (messages) => this.send(queue, messages));
+    if (isItemError(result)) {
+      throw HopperError.fromItem(result.error, 200);
+    }
+    return result;
+  }
+
+  /** Acks one receipt in a coalesced batch; an item error is answered, not thrown. */
+  ackLater(queue: string, receipt: string): Promise<ItemResult> {
+    return this.receiptBatches.add(`ack\n${queue}`, receipt, (receipts) => this.ack(queue, receipts));
+  }
+
+  /** Nacks one receipt in a coalesced batch; an item error is answered, not thrown. */
+  nackLater(queue: string, receipt: string, options: NackOptions = {}): Promise<ItemResult> {
+    const key = `nack\n${queue}\n${options.delayMs ?? ""}`;
+    return this.receiptBatches.add(key, receipt, (receipts) => this.nack(queue, receipts, options));
+  }
+
+  /** Extends one lease in a coalesced batch; an item error is answered, not thrown. */
+  extendLater(queue: string, receipt: string, visibilityTimeoutMs: number): Promise<ItemResult> {
+    const key = `extend\n${queue}\n${visibilityTimeoutMs}`;
+    return this.receiptBatches.add(key, receipt, (receipts) =>
+      this.extend(queue, receipts, visibilityTimeoutMs),
+    );
+  }
+
+  /** Starts a worker that runs `handler` for each message of `queue`; see worker.ts. */
+  worker(queue: string, handler: MessageHandler, options: WorkerOptions = {}): Worker {
+    return createWorker(this, queue, handler, options);
+  }
+
+  /** Sends one request and parses its JSON answer; every failure becomes a `HopperError`. */
+  private async request(method: string, path: string, options: RequestOptions = {}): Promise<Answer> {
+    const { signal } = options;
+    if (signal?.aborted) {
+      throw abortedError(signal.reason);
+    }
+    const controller = new AbortController();
+    const abortFromCaller = () => controller.abort(signal?.reason);
+    signal?.addEventListener("abort", abortFromCaller, { once: true });
+    let timedOut = false;
+    const timeoutMs = options.timeoutMs ?? this.requestTimeoutMs;
+    const timer = this.clock.setTimeout(() => {
+      timedOut = true;
+      controller.abort();
+    }, timeoutMs);
+    try {
+      let response: Response;
+      let text: string;
+      try {
+        response = await this.fetchFn(this.url + path, {
+          method,
+          headers: this.headers(options.body !== undefined),
+          body: options.body === undefined ? undefined : JSON.stringify(options.body),
+          signal: controller.signal,
+        });
+        text = await response.text();
+      } catch (cause) {
+        if (timedOut) {
+          const message = `${method} ${path}: no answer within ${timeoutMs} ms`;
+          throw new HopperError({ code: clientErrorCodes.timeout, message, status: 0, cause });
+        }
+        if (signal?.aborted) {
+          throw abortedError(cause);
+        }
+        const message = `${method} ${path}: ${cause instanceof Error ? cause.message : String(cause)}`;
+        throw new HopperError({ code: clientErrorCodes.network, message, status: 0, cause });
+      }
+      if (!response.ok) {
+        throw HopperError.fromResponse(response.status, text, response.headers.get("retry-after"));
+      }
+      const body = options.parseAnswer === false ? undefined : parseJsonAnswer(text, response.status);
+      return { status: response.status, body };
+    } finally {
+      this.clock.clearTimeout(timer);
+      signal?.removeEventListener("abort", abortFromCaller);
+    }
+  }
+
+  private headers(hasBody: boolean): Record<string, string> {
+    const headers: Record<string, string> = { accept: "application/json" };
+    if (hasBody) headers["content-type"] = "application/json";
+    if (this.apiKey !== undefined) headers.authorization = `Bearer ${this.apiKey}`;
+    return headers;
+  }
+}
+
+function queuePath(name: string, suffix = ""): string {
+  return `/v1/queues/${encodePathSegment(name)}${suffix}`;
+}
+
+/**
+ * Percent-encodes a name for a URL path. "." and ".." are refused because URLs resolve them as
+ * relative segments (even when encoded), so the request would reach a different resource.
+ */
+function encodePathSegment(name: string): string {
+  if (name === "" || name === "." || name === "..") {
+    const message = `"${name}" cannot be used as a name in a URL path`;
+    throw new HopperError({ code: "invalid_name", message, status: 0 });
+  }
+  return encodeURIComponent(name);
+}
+
+function abortedError(cause: unknown): HopperError {
+  return new HopperError({ code: clientErrorCodes.aborted, message: "request aborted", status: 0, cause });
+}
+
+function parseJsonAnswer(text: string, status: number): unknown {
+  if (text === "") {
+    return undefined;
+  }
+  try {
+    return JSON.parse(text);
+  } catch (cause) {
+    const message = `answer is not JSON: ${text.slice(0, 200)}`;
+    throw new HopperError({ code: clientErrorCodes.invalidResponse, message, status, cause });
+  }
+}
+
+function arrayField<T>(answer: Answer, name: string): T[] {
+  const value = (answer.body as Record<string, unknown> | undefined)?.[name];
+  if (!Array.isArray(value)) {
+    const message = `answer has no "${name}" array`;
+    throw new HopperError({ code: clientErrorCodes.invalidResponse, message, status: answer.status });
+  }
+  return value as T[];
+}
+
+/** A batch answer must hold one result per item, in order (API.md). */
+function batchResults<T>(answer: Answer, itemCount: number): T[] {
+  const results = arrayField<T>(answer, "results");
+  if (results.length !== itemCount) {
+    const message = `answer has ${results.length} results for ${itemCount} items`;
+    throw new HopperError({ code: clientErrorCodes.invalidResponse, message, status: answer.status });
+  }
+  return results;
+}

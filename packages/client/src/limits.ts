@@ -1,0 +1,31 @@
+// Every bound the client keeps, in one place, each with the reason for its value.
+
+/** The server takes at most 100 items in one batch call (API.md), so coalesced batches stop there. */
+export const batchSizeMax = 100;
+
+/** The server holds a long poll for at most 20 s (API.md, receive `waitMs`). */
+export const receiveWaitMsMax = 20_000;
+
+/** A worker's default long poll is the longest the server allows, to keep idle workers quiet. */
+export const receiveWaitMsDefault = receiveWaitMsMax;
+
+/** More than 1000 handlers in one process means leases outnumber what one worker can heartbeat in time. */
+export const workerConcurrencyMax = 1000;
+
+/** A request that has no answer after this long is abandoned, so no call waits forever on a dead link. */
+export const requestTimeoutMsDefault = 30_000;
+
+/** The server's default lease length (DESIGN.md §3), used to extend when the worker was not told one. */
+export const leaseMsDefault = 30_000;
+
+/** With an unknown lease length, a heartbeat every 10 s keeps the server's 30 s default lease alive. */
+export const heartbeatMsDefault = 10_000;
+
+/** The first pause after a failed receive: long enough not to hammer a server that is restarting. */
+export const receiveBackoffMsMin = 250;
+
+/** The longest pause between failed receives, so a worker notices a recovered server within 30 s. */
+export const receiveBackoffMsMax = 30_000;
+
+/** An empty answer sooner than this (a short or ignored long poll) is followed by a pause, not a new poll. */
+export const emptyReceiveIntervalMsMin = 1000;
