@@ -96,10 +96,8 @@ export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker, m
     return { queues: queues.map(({ name, kind, stats }) => ({ name, kind, stats })) };
   });
 
-  app.get<{ Params: QueuePath }>(
-    "/v1/queues/:queue",
-    { schema: { tags, params: QueueParams } },
-    (request) => broker.getQueue(request.params.queue),
+  app.get<{ Params: QueuePath }>("/v1/queues/:queue", { schema: { tags, params: QueueParams } }, (request) =>
+    broker.getQueue(request.params.queue),
   );
 
   app.delete<{ Params: QueuePath }>(

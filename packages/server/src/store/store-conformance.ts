@@ -1,0 +1,492 @@
+/**
+ * The Store contract as one suite, run unchanged against every implementation (the River pattern:
+ * one test body, many drivers). A store passes only if every guarantee the broker relies on holds.
+ */
+import assert from "node:assert/strict";
+import { afterEach, beforeEach, describe, test } from "node:test";
+import { HopperError } from "../errors.js";
+import { deadLetterHeaders, type QueueAttributes, type Store } from "./store.js";
+
+export interface StoreFactory {
+  name: string;
+  /** A fresh, empty store. */
+  create(): Promise<Store>;
+}
+
+const t0 = Date.UTC(2026, 0, 1);
+
+const attributes: QueueAttributes = {
+  visibilityTimeoutMs: 30_000,
+  retentionMs: 3_600_000,
+  delayMs: 0,
+  receiveWaitMs: 0,
+  maxMessageBytes: 1024,
+  deadLetter: null,
+  retry: { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 60_000, jitter: "none" },
+};
+
+let nextId = 0;
+function message(overrides: { publishedAt?: number; visibleAt?: number; body?: string; key?: string } = {}) {
+  const publishedAt = overrides.publishedAt ?? t0;
+  return {
+    id: `id-${++nextId}`,
+    body: Buffer.from(overrides.body ?? `body-${nextId}`),
+    contentType: "text/plain",
+    headers: { "x-test": "yes" },
+    key: overrides.key ?? null,
+    publishedAt,
+    visibleAt: overrides.visibleAt ?? publishedAt,
+  };
+}
+
+async function rejectsWith(promise: Promise<unknown>, code: string): Promise<void> {
+  await assert.rejects(promise, (error: unknown) => error instanceof HopperError && error.code === code);
+}
+
+export function exerciseStore(factory: StoreFactory): void {
+  describe(`Store conformance: ${factory.name}`, () => {
+    let store: Store;
+    const lease = (
+      queue: string,
+      now: number,
+      max = 10,
+      extra: { deadLetterQueue?: string; maxDeliveries?: number } = {},
+    ) =>
+      store.queueLease({
+        queue,
+        max,
+        now,
+        leaseExpiresAt: now + 30_000,
+        expiredBefore: now - attributes.retentionMs,
+        inFlightMax: 1000,
+        deadLetter: extra.deadLetterQueue
+          ? { queue: extra.deadLetterQueue, maxDeliveries: extra.maxDeliveries ?? 1 }
+          : null,
+      });
+
+    beforeEach(async () => {
+      store = await factory.create();
+      await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
+    });
+    afterEach(async () => {
+      await store.close();
+    });
+
+    describe("queues", () => {
+      test("upsert creates once, then updates attributes and keeps counters", async () => {
+        await store.queueSend({ queue: "q", messages: [message()] });
+        const updated = await store.queueUpsert({
+          name: "q",
+          kind: "standard",
+          attributes: { ...attributes, visibilityTimeoutMs: 5000 },
+          now: t0 + 1,
+        });
+        assert.equal(updated.created, false);
+        assert.equal(updated.queue.attributes.visibilityTimeoutMs, 5000);
+        assert.equal(updated.queue.createdAt, t0);
+        assert.equal(updated.queue.counters.published, 1);
+      });
+
+      test("kind cannot change", async () => {
+        await rejectsWith(
+          store.queueUpsert({ name: "q", kind: "fifo", attributes, now: t0 }),
+          "queue_kind_mismatch",
+        );
+        assert.equal((await store.queueGet({ name: "q" }))?.kind, "standard");
+      });
+
+      test("a dead-letter target must exist, and nothing is created when it does not", async () => {
+        const withDlq = { ...attributes, deadLetter: { queue: "missing", maxDeliveries: 3 } };
+        await rejectsWith(
+          store.queueUpsert({ name: "q2", kind: "standard", attributes: withDlq, now: t0 }),
+          "dead_letter_queue_not_found",
+        );
+        assert.equal(await store.queueGet({ name: "q2" }), undefined);
+      });
+
+      test("list is sorted by name; get of a missing queue is undefined", async () => {
+        await store.queueUpsert({ name: "b", kind: "standard", attributes, now: t0 });
+        await store.queueUpsert({ name: "a", kind: "standard", attributes, now: t0 });
+        assert.deepEqual(
+          (await store.queueList()).map((queue) => queue.name),
+          ["a", "b", "q"],
+        );
+        assert.equal(await store.queueGet({ name: "nope" }), undefined);
+      });
+
+      test("delete removes the queue with its messages and says how many", async () => {
+        await store.queueSend({ queue: "q", messages: [message(), message()] });
+        assert.deepEqual(await store.queueDelete({ name: "q" }), { removed: 2 });
+        assert.equal(await store.queueGet({ name: "q" }), undefined);
+        await rejectsWith(store.queueDelete({ name: "q" }), "queue_not_found");
+        // A queue of the same name starts empty.
+        await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
+        assert.equal((await store.queueDepth({ name: "q", now: t0 })).available, 0);
+      });
+
+      test("a queue that is a dead-letter target cannot be deleted", async () => {
+        await store.queueUpsert({
+          name: "src",
+          kind: "standard",
+          attributes: { ...attributes, deadLetter: { queue: "q", maxDeliveries: 2 } },
+          now: t0,
+        });
+        await rejectsWith(store.queueDelete({ name: "q" }), "queue_in_use");
+        assert.ok(await store.queueGet({ name: "q" }));
+      });
+    });
+
+    describe("send and depth", () => {
+      test("send to a missing queue stores nothing", async () => {
+        await rejectsWith(store.queueSend({ queue: "nope", messages: [message()] }), "queue_not_found");
+      });
+
+      test("depth counts available, delayed and in flight, and the oldest publish time", async () => {
+        await store.queueSend({
+          queue: "q",
+          messages: [
+            message({ publishedAt: t0 }),
+            message({ publishedAt: t0 + 1 }),
+            message({ publishedAt: t0 + 2, visibleAt: t0 + 20_000 }),
+          ],
+        });
+        await lease("q", t0 + 10, 1);
+        assert.deepEqual(await store.queueDepth({ name: "q", now: t0 + 10 }), {
+          available: 1,
+          delayed: 1,
+          inFlight: 1,
+          oldestPublishedAt: t0,
+        });
+        assert.deepEqual(await store.queueDepth({ name: "q", now: t0 + 20_000 }), {
+          available: 2,
+          delayed: 0,
+          inFlight: 1,
+          oldestPublishedAt: t0,
+        });
+      });
+    });
+
+    describe("leases", () => {
+      test("lease takes available messages in visibility order, up to max, with the message intact", async () => {
+        const first = message({ publishedAt: t0, visibleAt: t0 + 5 });
+        const second = message({ publishedAt: t0, visibleAt: t0 + 1 });
+        const later = message({ publishedAt: t0, visibleAt: t0 + 100 });
+        await store.queueSend({ queue: "q", messages: [first, second, later] });
+        const { messages } = await lease("q", t0 + 10, 5);
+        assert.deepEqual(
+          messages.map((m) => m.id),
+          [second.id, first.id],
+        );
+        const leased = messages[0];
+        assert.ok(leased);
+        assert.equal(leased.body.toString(), second.body.toString());
+        assert.deepEqual(leased.headers, { "x-test": "yes" });
+        assert.equal(leased.contentType, "text/plain");
+        assert.equal(leased.deliveryCount, 1);
+        assert.equal(leased.firstDeliveredAt, t0 + 10);
+        assert.notEqual(messages[0]?.receipt, messages[1]?.receipt);
+        assert.equal(
+          (await lease("q", t0 + 10, 5)).messages.length,
+          0,
+          "leased messages are not leased twice",
+        );
+      });
+
+      test("an expired lease makes the message available again with a new receipt and count + 1", async () => {
+        await store.queueSend({ queue: "q", messages: [message()] });
+        const [first] = (await lease("q", t0)).messages;
+        assert.equal((await lease("q", t0 + 29_999)).messages.length, 0);
+        const [second] = (await lease("q", t0 + 30_000)).messages;
+        assert.ok(first && second);
+        assert.equal(second.id, first.id);
+        assert.equal(second.deliveryCount, 2);
+        assert.equal(second.firstDeliveredAt, t0);
+        assert.notEqual(second.receipt, first.receipt);
+        const queue = await store.queueGet({ name: "q" });
+        assert.equal(queue?.counters.delivered, 2);
+        assert.equal(queue?.counters.redelivered, 1);
+      });
+
+      test("a stale receipt cannot ack a message another consumer holds", async () => {
+        await store.queueSend({ queue: "q", messages: [message()] });
+        const [first] = (await lease("q", t0)).messages;
+        const [second] = (await lease("q", t0 + 30_000)).messages;
+        assert.ok(first && second);
+        assert.deepEqual(await store.queueAck({ queue: "q", receipts: [first.receipt] }), [
+          { error: "stale_receipt" },
+        ]);
+        assert.equal((await store.queueDepth({ name: "q", now: t0 + 30_001 })).inFlight, 1);
+        assert.deepEqual(await store.queueAck({ queue: "q", receipts: [second.receipt] }), [{ ok: true }]);
+        assert.equal((await store.queueDepth({ name: "q", now: t0 + 30_001 })).inFlight, 0);
+      });
+
+      test("an acked message never comes back, and a second ack is stale", async () => {
+        await store.queueSend({ queue: "q", messages: [message()] });
+        const [leased] = (await lease("q", t0)).messages;
+        assert.ok(leased);
+        assert.deepEqual(await store.queueAck({ queue: "q", receipts: [leased.receipt] }), [{ ok: true }]);
+        assert.deepEqual(await store.queueAck({ queue: "q", receipts: [leased.receipt] }), [
+          { error: "stale_receipt" },
+        ]);
+        assert.equal((await lease("q", t0 + 3_000_000)).messages.length, 0);
+        assert.equal((await store.queueGet({ name: "q" }))?.counters.acked, 1);
+      });
+
+      test("a late ack succeeds while no one else has leased the message", async () => {
+        await store.queueSend({ queue: "q", messages: [message()] });
+        const [leased] = (await lease("q", t0)).messages;
+        assert.ok(leased);
+        assert.deepEqual(await store.queueAck({ queue: "q", receipts: [leased.receipt] }), [{ ok: true }]);
+      });
+
+      test("receipts are checked per item: malformed, from another queue, or valid", async () => {
+        await store.queueUpsert({ name: "other", kind: "standard", attributes, now: t0 });
+        await store.queueSend({ queue: "q", messages: [message(), message()] });
+        const [a, b] = (await lease("q", t0)).messages;
+        assert.ok(a && b);
+        assert.deepEqual(await store.queueAck({ queue: "other", receipts: [a.receipt] }), [
+          { error: "stale_receipt" },
+        ]);
+        assert.deepEqual(await store.queueAck({ queue: "q", receipts: ["not a receipt", b.receipt] }), [
+          { error: "invalid_receipt" },
+          { ok: true },
+        ]);
+        assert.equal((await store.queueDepth({ name: "q", now: t0 })).inFlight, 1);
+      });
+
+      test("lease respects the in-flight ceiling", async () => {
+        await store.queueSend({ queue: "q", messages: [message(), message(), message()] });
+        const leaseCapped = (now: number) =>
+          store.queueLease({
+            queue: "q",
+            max: 10,
+            now,
+            leaseExpiresAt: now + 30_000,
+            expiredBefore: now - attributes.retentionMs,
+            inFlightMax: 2,
+            deadLetter: null,
+          });
+        assert.equal((await leaseCapped(t0)).messages.length, 2);
+        assert.equal((await leaseCapped(t0)).messages.length, 0);
+      });
+
+      test("messages past retention are not leased", async () => {
+        await store.queueSend({ queue: "q", messages: [message({ publishedAt: t0 })] });
+        const now = t0 + attributes.retentionMs;
+        assert.equal((await lease("q", now)).messages.length, 0);
+      });
+
+      test("extend moves the lease's end; a stale receipt cannot extend", async () => {
+        await store.queueSend({ queue: "q", messages: [message()] });
+        const [leased] = (await lease("q", t0)).messages;
+        assert.ok(leased);
+        assert.deepEqual(
+          await store.queueExtend({ queue: "q", receipts: [leased.receipt], leaseExpiresAt: t0 + 90_000 }),
+          [{ ok: true }],
+        );
+        assert.equal(
+          (await lease("q", t0 + 60_000)).messages.length,
+          0,
+          "still leased after the original end",
+        );
+        const [again] = (await lease("q", t0 + 90_000)).messages;
+        assert.ok(again);
+        assert.deepEqual(
+          await store.queueExtend({ queue: "q", receipts: [leased.receipt], leaseExpiresAt: t0 + 1e6 }),
+          [{ error: "stale_receipt" }],
+        );
+      });
+    });
+
+    describe("nack and dead letters", () => {
+      test("nack ends the lease and retries after the delay it is given for the delivery count", async () => {
+        await store.queueSend({ queue: "q", messages: [message()] });
+        const [leased] = (await lease("q", t0)).messages;
+        assert.ok(leased);
+        const seen: number[] = [];
+        const results = await store.queueNack({
+          queue: "q",
+          receipts: [leased.receipt],
+          now: t0 + 5,
+          retryDelayMs: (deliveryCount) => {
+            seen.push(deliveryCount);
+            return 1000;
+          },
+          deadLetter: null,
+        });
+        assert.deepEqual(results, [{ ok: true }]);
+        assert.deepEqual(seen, [1]);
+        assert.deepEqual(await store.queueAck({ queue: "q", receipts: [leased.receipt] }), [
+          { error: "stale_receipt" },
+        ]);
+        const depth = await store.queueDepth({ name: "q", now: t0 + 6 });
+        assert.deepEqual([depth.delayed, depth.inFlight, depth.available], [1, 0, 0]);
+        assert.equal((await lease("q", t0 + 1004)).messages.length, 0);
+        assert.equal((await lease("q", t0 + 1005)).messages[0]?.deliveryCount, 2);
+        assert.equal((await store.queueGet({ name: "q" }))?.counters.nacked, 1);
+      });
+
+      test("a nack of the last allowed delivery dead-letters the message with the headers", async () => {
+        await store.queueUpsert({ name: "dlq", kind: "standard", attributes, now: t0 });
+        const original = message();
+        await store.queueSend({ queue: "q", messages: [original] });
+        const [leased] = (await lease("q", t0)).messages;
+        assert.ok(leased);
+        await store.queueNack({
+          queue: "q",
+          receipts: [leased.receipt],
+          now: t0 + 7,
+          retryDelayMs: () => 0,
+          deadLetter: { queue: "dlq", maxDeliveries: 1 },
+        });
+        assert.equal((await store.queueDepth({ name: "q", now: t0 + 7 })).available, 0);
+        const [dead] = await store.queuePeek({ queue: "dlq", state: "available", limit: 10, now: t0 + 7 });
+        assert.ok(dead);
+        assert.equal(dead.id, original.id);
+        assert.equal(dead.body.toString(), original.body.toString());
+        assert.equal(dead.headers["x-dead-letter-reason"], "max_deliveries");
+        assert.equal(dead.headers["x-original-queue"], "q");
+        assert.equal(dead.headers["x-delivery-count"], "1");
+        assert.equal(dead.headers["x-test"], "yes");
+        assert.equal(dead.deliveryCount, 0);
+        assert.equal((await store.queueGet({ name: "q" }))?.counters.deadLettered, 1);
+        assert.equal((await store.queueGet({ name: "dlq" }))?.counters.published, 1);
+      });
+
+      test("lease dead-letters an exhausted candidate instead of delivering it", async () => {
+        await store.queueUpsert({ name: "dlq", kind: "standard", attributes, now: t0 });
+        await store.queueSend({ queue: "q", messages: [message(), message()] });
+        const policy = { deadLetterQueue: "dlq", maxDeliveries: 1 };
+        const first = await lease("q", t0, 1, policy);
+        assert.equal(first.messages.length, 1);
+        // The lease ends; the next lease meets the exhausted message among its candidates and moves it.
+        const second = await lease("q", t0 + 30_000, 2, policy);
+        assert.equal(second.deadLettered, 1);
+        assert.equal(second.messages.length, 1);
+        assert.notEqual(second.messages[0]?.id, first.messages[0]?.id);
+        assert.equal((await store.queueDepth({ name: "dlq", now: t0 + 30_000 })).available, 1);
+      });
+
+      test("the exhausted sweep moves only leases that ended inside its window", async () => {
+        await store.queueUpsert({ name: "dlq", kind: "standard", attributes, now: t0 });
+        await store.queueSend({ queue: "q", messages: [message(), message()] });
+        await lease("q", t0, 1); // ends at t0 + 30 000
+        await lease("q", t0 + 10, 1); // ends at t0 + 30 010
+        const deadLetter = { queue: "dlq", maxDeliveries: 1 };
+        const sweep = (visibleAfter: number, now: number) =>
+          store.queueDeadLetterExhausted({ queue: "q", visibleAfter, now, max: 100, deadLetter });
+        assert.deepEqual(await sweep(t0, t0 + 29_999), { deadLettered: 0 });
+        assert.deepEqual(await sweep(t0 + 29_999, t0 + 30_005), { deadLettered: 1 });
+        assert.deepEqual(await sweep(t0 + 30_010, t0 + 40_000), { deadLettered: 0 }, "outside the window");
+        assert.deepEqual(await sweep(t0 + 30_005, t0 + 40_000), { deadLettered: 1 });
+      });
+
+      test("dead-letter headers keep the original ones and say why", () => {
+        const headers = deadLetterHeaders(
+          { ...message(), deliveryCount: 3, firstDeliveredAt: t0 },
+          "orders",
+          "max_deliveries",
+        );
+        assert.equal(headers["x-delivery-count"], "3");
+        assert.equal(headers["x-original-queue"], "orders");
+        assert.equal(headers["x-test"], "yes");
+      });
+    });
+
+    describe("peek, purge, retention, schedule", () => {
+      test("peek reads each state without leasing", async () => {
+        await store.queueSend({
+          queue: "q",
+          messages: [message(), message(), message({ visibleAt: t0 + 50_000 })],
+        });
+        await lease("q", t0, 1);
+        const peek = async (state: "available" | "delayed" | "in-flight") =>
+          (await store.queuePeek({ queue: "q", state, limit: 10, now: t0 })).length;
+        assert.deepEqual(
+          [await peek("available"), await peek("delayed"), await peek("in-flight")],
+          [1, 1, 1],
+        );
+        assert.equal((await lease("q", t0, 10)).messages.length, 1, "peek took no lease");
+      });
+
+      test("purge removes every message and counts them", async () => {
+        await store.queueSend({
+          queue: "q",
+          messages: [message(), message(), message({ visibleAt: t0 + 9 })],
+        });
+        await lease("q", t0, 1);
+        assert.deepEqual(await store.queuePurge({ queue: "q" }), { purged: 3 });
+        assert.equal((await store.queueGet({ name: "q" }))?.counters.purged, 3);
+        const depth = await store.queueDepth({ name: "q", now: t0 });
+        assert.deepEqual([depth.available, depth.delayed, depth.inFlight], [0, 0, 0]);
+      });
+
+      test("expire deletes only what is past retention, at most max at a time, and counts it", async () => {
+        await store.queueSend({
+          queue: "q",
+          messages: [
+            message({ publishedAt: t0 }),
+            message({ publishedAt: t0 + 1 }),
+            message({ publishedAt: t0 + 2 }),
+          ],
+        });
+        assert.deepEqual(await store.queueExpire({ queue: "q", expiredBefore: t0 + 1, max: 1 }), {
+          expired: 1,
+        });
+        assert.deepEqual(await store.queueExpire({ queue: "q", expiredBefore: t0 + 1, max: 10 }), {
+          expired: 1,
+        });
+        assert.deepEqual(await store.queueExpire({ queue: "q", expiredBefore: t0 + 1, max: 10 }), {
+          expired: 0,
+        });
+        assert.equal((await store.queueGet({ name: "q" }))?.counters.expired, 2);
+        assert.equal((await store.queueDepth({ name: "q", now: t0 })).oldestPublishedAt, t0 + 2);
+      });
+
+      test("next events give the next visibility and the oldest publish time", async () => {
+        assert.deepEqual(await store.queueNextEvents({ queue: "q", now: t0 }), {
+          nextVisibleAt: null,
+          oldestPublishedAt: null,
+        });
+        await store.queueSend({
+          queue: "q",
+          messages: [message({ publishedAt: t0, visibleAt: t0 + 500 }), message({ publishedAt: t0 + 1 })],
+        });
+        assert.deepEqual(await store.queueNextEvents({ queue: "q", now: t0 + 1 }), {
+          nextVisibleAt: t0 + 500,
+          oldestPublishedAt: t0,
+        });
+        await lease("q", t0 + 1, 1);
+        assert.deepEqual(await store.queueNextEvents({ queue: "q", now: t0 + 2 }), {
+          nextVisibleAt: t0 + 500,
+          oldestPublishedAt: t0,
+        });
+        assert.equal((await store.queueNextEvents({ queue: "q", now: t0 + 600 })).nextVisibleAt, t0 + 30_001);
+      });
+    });
+
+    describe("atomicity and concurrency", () => {
+      test("concurrent leases never hand one message to two holders", async () => {
+        await store.queueSend({ queue: "q", messages: Array.from({ length: 50 }, () => message()) });
+        const batches = await Promise.all(Array.from({ length: 10 }, () => lease("q", t0, 7)));
+        const ids = batches.flatMap((batch) => batch.messages.map((m) => m.id));
+        assert.equal(ids.length, 50);
+        assert.equal(new Set(ids).size, 50);
+      });
+
+      test("a failing call in a shared commit leaves the others committed and itself unapplied", async () => {
+        const results = await Promise.allSettled([
+          store.queueSend({ queue: "q", messages: [message()] }),
+          store.queueSend({ queue: "missing", messages: [message()] }),
+          store.queueSend({ queue: "q", messages: [message()] }),
+        ]);
+        assert.deepEqual(
+          results.map((r) => r.status),
+          ["fulfilled", "rejected", "fulfilled"],
+        );
+        assert.equal((await store.queueDepth({ name: "q", now: t0 })).available, 2);
+        assert.equal((await store.queueGet({ name: "q" }))?.counters.published, 2);
+      });
+    });
+  });
+}
