@@ -122,6 +122,7 @@ export interface ReceivedMessage {
 
 /** A message read by peek, which takes no lease and so carries no receipt. */
 export type PeekedMessage = Omit<ReceivedMessage, "receipt" | "firstDeliveredAt"> & {
+  visibleAt?: string;
   firstDeliveredAt?: string | null;
 };
 
