@@ -5,9 +5,14 @@
 export interface Clock {
   /** Milliseconds since the Unix epoch. */
   now(): number;
-  /** Calls `fn` once `now() >= atMs`. The returned function cancels the timer. */
-  setTimer(atMs: number, fn: () => void): () => void;
+  /**
+   * Calls `fn` once `now() >= atMs`. The returned function cancels the timer. `fn` may return a
+   * promise of the work it started, which a FakeClock waits for so that tests see that work done.
+   */
+  setTimer(atMs: number, fn: TimerCallback): () => void;
 }
+
+export type TimerCallback = () => void | Promise<void>;
 
 // setTimeout takes a signed 32-bit delay; a longer one fires at once, so long waits are chained.
 const timeoutMsMax = 2_147_483_647;
@@ -21,7 +26,7 @@ export const systemClock: Clock = {
       if (delayMs > timeoutMsMax) {
         handle = setTimeout(arm, timeoutMsMax);
       } else {
-        handle = setTimeout(fn, Math.max(0, delayMs));
+        handle = setTimeout(() => void fn(), Math.max(0, delayMs));
       }
       handle.unref?.();
     };
@@ -33,7 +38,7 @@ export const systemClock: Clock = {
 interface FakeTimer {
   atMs: number;
   order: number;
-  fn: () => void;
+  fn: TimerCallback;
 }
 
 /** A clock that moves only when a test calls `advance()`; due timers fire in time order. */
@@ -50,7 +55,7 @@ export class FakeClock implements Clock {
     return this.nowMs;
   }
 
-  setTimer(atMs: number, fn: () => void): () => void {
+  setTimer(atMs: number, fn: TimerCallback): () => void {
     const timer = { atMs, order: this.nextOrder++, fn };
     this.timers.push(timer);
     return () => {
@@ -68,8 +73,8 @@ export class FakeClock implements Clock {
       if (!due) break;
       this.timers = this.timers.filter((t) => t !== due);
       this.nowMs = Math.max(this.nowMs, due.atMs);
-      due.fn();
-      // Let the promise chains that the timer started settle before the next one fires.
+      // Wait for the work the timer started, and the promise chains it set off, before the next one.
+      await due.fn();
       await settle();
     }
     this.nowMs = targetMs;

@@ -90,7 +90,7 @@ export class QueueBroker {
     private readonly log: Logger,
   ) {
     this.waiters = new Waiters(clock);
-    this.scheduler = new Scheduler(clock, (queue) => void this.runHousekeeping(queue));
+    this.scheduler = new Scheduler(clock, (queue) => this.runHousekeeping(queue));
     this.newId = uuidv7Generator(clock);
   }
 

@@ -17,7 +17,7 @@ export class Scheduler {
 
   constructor(
     private readonly clock: Clock,
-    private readonly onDue: (queue: string) => void,
+    private readonly onDue: (queue: string) => Promise<void>,
   ) {}
 
   /** Makes sure `queue` is looked at no later than `atMs`. */
@@ -28,7 +28,7 @@ export class Scheduler {
     slot?.cancel();
     const cancel = this.clock.setTimer(atMs, () => {
       this.slots.delete(queue);
-      this.onDue(queue);
+      return this.onDue(queue);
     });
     this.slots.set(queue, { atMs, cancel });
   }

@@ -1,0 +1,279 @@
+/**
+ * Queue semantics on a fake clock: leases, redelivery, stale receipts, dead letters, delays,
+ * retention and long polls. Time moves only when a test advances it.
+ */
+import assert from "node:assert/strict";
+import { afterEach, beforeEach, describe, test } from "node:test";
+import { FakeClock, settle } from "../clock.js";
+import { HopperError } from "../errors.js";
+import { seededRandom } from "../random.js";
+import { SqliteStore } from "../store/sqlite/sqlite-store.js";
+import type { LeasedMessage } from "../store/store.js";
+import { type OutgoingMessage, QueueBroker } from "./queues.js";
+
+const silent = { info() {}, warn() {}, error() {} };
+
+/** Follows a promise without awaiting it; the getter says what it resolved to so far. */
+function track<T>(promise: Promise<T>): () => T | undefined {
+  let value: T | undefined;
+  void promise.then((resolved) => {
+    value = resolved;
+  });
+  return () => value;
+}
+
+function text(body: string, extra: Partial<OutgoingMessage> = {}): OutgoingMessage {
+  return { body: Buffer.from(body), contentType: "text/plain", ...extra };
+}
+
+describe("queue broker", () => {
+  let clock: FakeClock;
+  let store: SqliteStore;
+  let broker: QueueBroker;
+
+  beforeEach(async () => {
+    clock = new FakeClock();
+    store = new SqliteStore({ path: ":memory:", random: seededRandom(42) });
+    broker = new QueueBroker(store, clock, seededRandom(42), silent);
+    await broker.start();
+  });
+
+  afterEach(async () => {
+    broker.stop();
+    await store.close();
+  });
+
+  async function receiveOne(queue: string, visibilityTimeoutMs?: number): Promise<LeasedMessage> {
+    const [message] = await broker.receive(queue, {
+      max: 1,
+      ...(visibilityTimeoutMs && { visibilityTimeoutMs }),
+    });
+    assert.ok(message, `expected a message in ${queue}`);
+    return message;
+  }
+
+  test("an expired lease gives redelivery with deliveryCount + 1", async () => {
+    await broker.putQueue("q", { visibilityTimeoutMs: 10_000 });
+    await broker.send("q", [text("a")]);
+    const first = await receiveOne("q");
+    assert.equal(first.deliveryCount, 1);
+    await clock.advance(9_999);
+    assert.deepEqual(await broker.receive("q", {}), [], "still leased before the timeout");
+    await clock.advance(1);
+    const second = await receiveOne("q");
+    assert.equal(second.id, first.id);
+    assert.equal(second.deliveryCount, 2);
+    const stats = await broker.stats("q");
+    assert.equal(stats.delivered, 2);
+    assert.equal(stats.redelivered, 1);
+  });
+
+  test("an ack with a stale receipt answers stale_receipt and leaves the message with its holder", async () => {
+    await broker.putQueue("q", { visibilityTimeoutMs: 1_000 });
+    await broker.send("q", [text("a")]);
+    const first = await receiveOne("q");
+    await clock.advance(1_000);
+    const second = await receiveOne("q");
+    const [result] = await broker.ack("q", [first.receipt]);
+    assert.ok(result && "error" in result);
+    assert.equal(result.error.code, "stale_receipt");
+    assert.equal((await broker.stats("q")).inFlight, 1, "the new holder still holds it");
+    assert.deepEqual(await broker.ack("q", [second.receipt]), [{ ok: true }]);
+    const stats = await broker.stats("q");
+    assert.deepEqual([stats.inFlight, stats.available, stats.acked], [0, 0, 1]);
+    await clock.advance(60_000);
+    assert.deepEqual(await broker.receive("q", {}), [], "an acked message never comes back");
+  });
+
+  describe("dead letters", () => {
+    beforeEach(async () => {
+      await broker.putQueue("dlq", {});
+      await broker.putQueue("q", {
+        visibilityTimeoutMs: 1_000,
+        deadLetter: { queue: "dlq", maxDeliveries: 2 },
+      });
+    });
+
+    test("after maxDeliveries expired leases the message moves to the dead-letter queue with headers", async () => {
+      const [sent] = await broker.send("q", [text("poison", { headers: { traceparent: "00-abc-def-01" } })]);
+      assert.ok(sent && "id" in sent);
+      await receiveOne("q");
+      await clock.advance(1_000);
+      await receiveOne("q");
+      // The second lease ends; the scheduler sweeps the queue at that moment, with no receive needed.
+      await clock.advance(1_000);
+      const stats = await broker.stats("q");
+      assert.deepEqual([stats.available, stats.inFlight, stats.deadLettered], [0, 0, 1]);
+      const [dead] = await broker.peek("dlq", "available", 10);
+      assert.ok(dead);
+      assert.equal(dead.id, sent.id);
+      assert.equal(dead.body.toString(), "poison");
+      assert.deepEqual(
+        {
+          reason: dead.headers["x-dead-letter-reason"],
+          queue: dead.headers["x-original-queue"],
+          count: dead.headers["x-delivery-count"],
+          trace: dead.headers.traceparent,
+        },
+        { reason: "max_deliveries", queue: "q", count: "2", trace: "00-abc-def-01" },
+      );
+    });
+
+    test("a nack of the last delivery dead-letters at once", async () => {
+      await broker.send("q", [text("poison")]);
+      await broker.nack("q", [(await receiveOne("q")).receipt], 0);
+      await broker.nack("q", [(await receiveOne("q")).receipt], 0);
+      assert.equal((await broker.stats("dlq")).available, 1);
+      assert.equal((await broker.stats("q")).nacked, 2);
+    });
+
+    test("a dead-letter queue in use cannot be deleted", async () => {
+      await assert.rejects(
+        broker.deleteQueue("dlq"),
+        (e: unknown) => (e as HopperError).code === "queue_in_use",
+      );
+    });
+  });
+
+  test("a delayed message is invisible until due, and a waiting long poll wakes when it falls due", async () => {
+    await broker.putQueue("q", {});
+    await broker.send("q", [text("later", { delayMs: 5_000 })]);
+    assert.equal((await broker.stats("q")).delayed, 1);
+    assert.deepEqual(await broker.receive("q", {}), []);
+    const received = track(broker.receive("q", { waitMs: 20_000 }));
+    await clock.advance(4_999);
+    assert.equal(received(), undefined);
+    await clock.advance(1);
+    assert.equal(received()?.length, 1);
+    assert.equal(received()?.[0]?.body.toString(), "later");
+  });
+
+  test("a queue's default delay applies when the message gives none", async () => {
+    await broker.putQueue("q", { delayMs: 2_000 });
+    await broker.send("q", [text("a"), text("b", { delayMs: 0 })]);
+    const stats = await broker.stats("q");
+    assert.deepEqual([stats.available, stats.delayed], [1, 1]);
+  });
+
+  test("retention expires messages when due, counted as expired", async () => {
+    await broker.putQueue("q", { retentionMs: 60_000 });
+    await broker.send("q", [text("old")]);
+    await clock.advance(30_000);
+    await broker.send("q", [text("young")]);
+    await clock.advance(30_000);
+    let stats = await broker.stats("q");
+    assert.deepEqual([stats.available, stats.expired], [1, 1]);
+    assert.equal(stats.oldestMessageAgeMs, 30_000);
+    await clock.advance(30_000);
+    stats = await broker.stats("q");
+    assert.deepEqual([stats.available, stats.expired], [0, 2]);
+  });
+
+  test("a long poll returns at once when a message arrives during the wait", async () => {
+    await broker.putQueue("q", {});
+    const received = track(broker.receive("q", { waitMs: 20_000 }));
+    await clock.advance(3_000);
+    assert.equal(received(), undefined, "nothing to return yet");
+    assert.equal((await broker.stats("q")).consumers, 1);
+    await broker.send("q", [text("now")]);
+    await settle();
+    assert.equal(received()?.length, 1, "returned without any more time passing");
+  });
+
+  test("a long poll returns empty only when the wait is over", async () => {
+    await broker.putQueue("q", {});
+    const received = track(broker.receive("q", { waitMs: 20_000 }));
+    await clock.advance(19_999);
+    assert.equal(received(), undefined);
+    await clock.advance(1);
+    assert.deepEqual(received(), []);
+  });
+
+  test("a long poll ends when its caller goes away, leasing nothing", async () => {
+    await broker.putQueue("q", {});
+    const controller = new AbortController();
+    const pending = broker.receive("q", { waitMs: 20_000, signal: controller.signal });
+    controller.abort();
+    assert.deepEqual(await pending, []);
+    await broker.send("q", [text("a")]);
+    assert.equal((await broker.stats("q")).available, 1);
+  });
+
+  test("nack without a delay uses the retry policy: exponential, capped", async () => {
+    await broker.putQueue("q", {
+      retry: { initialDelayMs: 1_000, multiplier: 2, maxDelayMs: 3_000, jitter: "none" },
+    });
+    await broker.send("q", [text("a")]);
+    const expected = [1_000, 2_000, 3_000, 3_000];
+    for (const delayMs of expected) {
+      await broker.nack("q", [(await receiveOne("q")).receipt]);
+      await clock.advance(delayMs - 1);
+      assert.deepEqual(await broker.receive("q", {}), [], `not before ${delayMs} ms`);
+      await clock.advance(1);
+    }
+    assert.equal((await receiveOne("q")).deliveryCount, 5);
+  });
+
+  test("extend keeps a lease past its original end", async () => {
+    await broker.putQueue("q", { visibilityTimeoutMs: 1_000 });
+    await broker.send("q", [text("a")]);
+    const leased = await receiveOne("q");
+    await clock.advance(900);
+    assert.deepEqual(await broker.extend("q", [leased.receipt], 1_000), [{ ok: true }]);
+    await clock.advance(900);
+    assert.deepEqual(await broker.receive("q", {}), []);
+    assert.deepEqual(await broker.ack("q", [leased.receipt]), [{ ok: true }]);
+  });
+
+  test("a batch stores its valid items and rejects the oversized one alone", async () => {
+    await broker.putQueue("q", { maxMessageBytes: 4 });
+    const results = await broker.send("q", [text("ok"), text("too big"), text("fine")]);
+    assert.ok(results[0] && "id" in results[0]);
+    assert.ok(results[1] && "error" in results[1] && results[1].error.code === "message_too_large");
+    assert.ok(results[2] && "id" in results[2]);
+    const stats = await broker.stats("q");
+    assert.deepEqual([stats.available, stats.published], [2, 2]);
+  });
+
+  test("bad attributes are refused and change nothing", async () => {
+    await broker.putQueue("q", { visibilityTimeoutMs: 5_000 });
+    const refuse = async (input: object, code: string) =>
+      assert.rejects(
+        broker.putQueue("q", input),
+        (e: unknown) => e instanceof HopperError && e.code === code,
+      );
+    await refuse({ retentionMs: 10 }, "invalid_attribute");
+    await refuse({ deadLetter: { queue: "q", maxDeliveries: 3 } }, "invalid_attribute");
+    await refuse({ deadLetter: { queue: "absent", maxDeliveries: 3 } }, "dead_letter_queue_not_found");
+    await refuse({ maxDepth: 10 }, "not_implemented");
+    assert.equal((await broker.getQueue("q")).attributes.visibilityTimeoutMs, 5_000);
+    await assert.rejects(
+      broker.putQueue("f", { kind: "fifo" }),
+      (e: unknown) => (e as HopperError).code === "not_implemented",
+    );
+    await assert.rejects(
+      broker.putQueue("q", { kind: "fifo" }),
+      (e: unknown) => (e as HopperError).code === "queue_kind_mismatch",
+    );
+    assert.deepEqual(
+      (await broker.listQueues()).map((queue) => queue.name),
+      ["q"],
+    );
+  });
+
+  test("update keeps attributes it is not given", async () => {
+    await broker.putQueue("q", { visibilityTimeoutMs: 5_000 });
+    const { created, queue } = await broker.putQueue("q", { delayMs: 100 });
+    assert.equal(created, false);
+    assert.equal(queue.attributes.visibilityTimeoutMs, 5_000);
+    assert.equal(queue.attributes.delayMs, 100);
+  });
+
+  test("operations on a missing queue answer queue_not_found", async () => {
+    const missing = (e: unknown) => e instanceof HopperError && e.code === "queue_not_found";
+    await assert.rejects(broker.send("nope", [text("a")]), missing);
+    await assert.rejects(broker.receive("nope", {}), missing);
+    await assert.rejects(broker.ack("nope", ["1.1"]), missing);
+    await assert.rejects(broker.getQueue("nope"), missing);
+  });
+});
