@@ -199,6 +199,17 @@ describe("queue broker", () => {
     assert.equal((await broker.stats("q")).available, 1);
   });
 
+  test("messages leased for a caller that left are handed back at once", async () => {
+    await broker.putQueue("q", {});
+    await broker.send("q", [text("a")]);
+    const controller = new AbortController();
+    const pending = broker.receive("q", { signal: controller.signal });
+    controller.abort();
+    assert.deepEqual(await pending, []);
+    const again = await receiveOne("q");
+    assert.equal(again.deliveryCount, 2, "the abandoned lease counted as a delivery");
+  });
+
   test("nack without a delay uses the retry policy: exponential, capped", async () => {
     await broker.putQueue("q", {
       retry: { initialDelayMs: 1_000, multiplier: 2, maxDelayMs: 3_000, jitter: "none" },

@@ -244,9 +244,18 @@ export class QueueBroker {
     try {
       for (;;) {
         const leased = await this.lease(queue, max, options.visibilityTimeoutMs);
-        if (leased.length > 0 || this.stopped || options.signal?.aborted || this.clock.now() >= deadlineMs) {
-          return leased;
+        if (options.signal?.aborted) {
+          // The caller left while the lease was being taken: hand the messages back at once rather
+          // than let them wait out a lease nobody holds.
+          if (leased.length > 0)
+            await this.extend(
+              name,
+              leased.map((message) => message.receipt),
+              0,
+            );
+          return [];
         }
+        if (leased.length > 0 || this.stopped || this.clock.now() >= deadlineMs) return leased;
         await this.waiters.wait(name, deadlineMs, options.signal);
         queue = await this.queue(name);
       }
