@@ -30,7 +30,8 @@ export interface QueueAttributes {
   delayMs?: number;
   receiveWaitMs?: number;
   maxMessageBytes?: number;
-  deadLetter?: DeadLetterPolicy;
+  /** The server answers null when the queue has no dead-letter queue. */
+  deadLetter?: DeadLetterPolicy | null;
   retry?: RetryPolicy;
   maxDepth?: number;
   overflow?: OverflowPolicy;
