@@ -97,7 +97,7 @@ test("extends the lease every heartbeat while a slow handler runs, then acks", a
   assert.deepEqual(errors, []);
 });
 
-test("without a lease length, heartbeats every 10 s and asks for the server's default lease", async () => {
+test("without a lease length, reads the queue's (30 s here), asks for it and heartbeats every third", async () => {
   const { clock, server, start } = setup();
   server.seed("q", 1);
   const gate = deferred();
@@ -108,8 +108,30 @@ test("without a lease length, heartbeats every 10 s and asks for the server's de
     server.requestsTo("/extend").map((request) => request.body),
     [{ receipts: ["m1.1"], visibilityTimeoutMs: 30_000 }],
   );
-  // The worker leaves the lease length to the queue and long-polls for the longest the server allows.
-  assert.deepEqual(server.requestsTo("/receive")[0]?.body, { max: 1, waitMs: 20_000 });
+  // The worker asks for the queue's lease length and long-polls for the longest the server allows.
+  assert.deepEqual(server.requestsTo("/receive")[0]?.body, {
+    max: 1,
+    waitMs: 20_000,
+    visibilityTimeoutMs: 30_000,
+  });
+  gate.resolve();
+  await worker.stop();
+});
+
+test("a queue with a short lease gets heartbeats inside it, not the 10 s default", async () => {
+  const { clock, server, start } = setup();
+  server.visibilityTimeoutMs = 3_000;
+  server.seed("q", 1);
+  const gate = deferred();
+  const worker = start(() => gate.promise);
+  await clock.advance(2_000);
+  assert.deepEqual(
+    server.requestsTo("/extend").map((request) => request.body),
+    [
+      { receipts: ["m1.1"], visibilityTimeoutMs: 3_000 },
+      { receipts: ["m1.1"], visibilityTimeoutMs: 3_000 },
+    ],
+  );
   gate.resolve();
   await worker.stop();
 });
@@ -212,7 +234,9 @@ test("failed receives back off exponentially on the clock, capped at 30 s, witho
   });
 
   await clock.advance(150_000);
-  const gaps = times.slice(1).map((time, index) => time - (times[index] ?? 0));
+  // The first error is the failed read of the queue's lease length; the receives' back-off follows.
+  const receiveTimes = times.slice(1);
+  const gaps = receiveTimes.slice(1).map((time, index) => time - (receiveTimes[index] ?? 0));
   assert.deepEqual(gaps, [250, 500, 1000, 2000, 4000, 8000, 16_000, 30_000, 30_000, 30_000]);
   assert.ok(codes(errors).every((code) => code === "unavailable"));
   await worker.stop();

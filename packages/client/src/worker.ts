@@ -46,6 +46,8 @@ interface WorkerSettings {
   visibilityTimeoutMs: number | undefined;
   leaseMs: number;
   heartbeatMs: number;
+  /** True when the caller chose the heartbeat; otherwise it follows the lease length. */
+  heartbeatMsGiven: boolean;
   waitMs: number;
   onError: (error: unknown, message?: ReceivedMessage) => void;
 }
@@ -93,6 +95,7 @@ class QueueWorker {
   }
 
   private async run(): Promise<void> {
+    if (this.settings.visibilityTimeoutMs === undefined) await this.learnLeaseLength();
     let failuresInRow = 0;
     while (!this.stopping) {
       const freeSlots = this.settings.concurrency - this.running.size;
@@ -121,6 +124,24 @@ class QueueWorker {
       }
     }
     await Promise.all(this.running);
+  }
+
+  /**
+   * Reads the queue's lease length, so that heartbeats come well inside it: a queue with a 1 s lease
+   * would otherwise lose every lease before the default 10 s heartbeat. If the queue cannot be read,
+   * the defaults stay and the failure is reported.
+   */
+  private async learnLeaseLength(): Promise<void> {
+    try {
+      const { attributes } = await this.client.getQueue(this.queue);
+      const leaseMs = attributes.visibilityTimeoutMs;
+      if (leaseMs === undefined || leaseMs < 2) return;
+      this.settings.leaseMs = leaseMs;
+      this.settings.visibilityTimeoutMs = leaseMs;
+      if (!this.settings.heartbeatMsGiven) this.settings.heartbeatMs = Math.max(1, Math.floor(leaseMs / 3));
+    } catch (error) {
+      this.report(error);
+    }
   }
 
   private async receive(max: number): Promise<ReceivedMessage[]> {
@@ -247,7 +268,8 @@ function resolveSettings(options: WorkerOptions): WorkerSettings {
     throw new RangeError(`heartbeatMs (${heartbeatMs}) must be shorter than the lease (${leaseMs} ms)`);
   }
   const onError = options.onError ?? ((error: unknown) => console.error("hopper worker:", error));
-  return { concurrency, visibilityTimeoutMs, leaseMs, heartbeatMs, waitMs, onError };
+  const heartbeatMsGiven = options.heartbeatMs !== undefined;
+  return { concurrency, visibilityTimeoutMs, leaseMs, heartbeatMs, heartbeatMsGiven, waitMs, onError };
 }
 
 function assertIntegerInRange(name: string, value: number, min: number, max: number): void {

@@ -61,6 +61,9 @@ export class FakeQueueServer {
     return this.parked.size;
   }
 
+  /** The lease length the fake queue reports, as the server's default. */
+  visibilityTimeoutMs = 30_000;
+
   requestsTo(suffix: string): RecordedRequest[] {
     return this.requests.filter((request) => request.path.split("?")[0]?.endsWith(suffix));
   }
@@ -76,6 +79,14 @@ export class FakeQueueServer {
     }
     const queue = decodeURIComponent(encodedQueue);
     switch (action) {
+      case undefined:
+        // GET /v1/queues/{queue}: the worker reads the lease length from it.
+        return json(200, {
+          name: queue,
+          kind: "standard",
+          attributes: { visibilityTimeoutMs: this.visibilityTimeoutMs },
+          stats: {},
+        });
       case "messages":
         return json(200, { results: (body.messages as SendMessage[]).map((sent) => this.send(queue, sent)) });
       case "receive":
