@@ -6,7 +6,7 @@
 export const errorCatalog = {
   invalid_request: { status: 400, message: "The request does not match the schema." },
   invalid_json: { status: 400, message: "The request body is not valid JSON." },
-  invalid_name: { status: 400, message: "Names match [A-Za-z0-9_.:-]{1,128}." },
+  invalid_name: { status: 400, message: "Names match [A-Za-z0-9_.:-]{1,128} and are not . or ..." },
   invalid_attribute: { status: 400, message: "A queue attribute is out of range." },
   invalid_receipt: { status: 400, message: "The receipt is not one this server issued." },
   batch_too_large: { status: 400, message: "The batch has too many items." },

@@ -9,8 +9,9 @@ const hour = 60 * minute;
 const day = 24 * hour;
 
 export const limits = {
-  /** Names of queues and other entities: short enough for an index key, safe in a URL path. */
-  namePattern: "^[A-Za-z0-9_.:-]{1,128}$",
+  /** Names of queues and other entities: short enough for an index key, safe in a URL path. "." and
+   * ".." are refused because URLs treat them as relative path segments, even when encoded. */
+  namePattern: "^(?!\\.\\.?$)[A-Za-z0-9_.:-]{1,128}$",
   nameLengthMax: 128,
 
   /** The server-wide ceiling for one message body; a queue's maxMessageBytes may only lower it. */

@@ -257,6 +257,11 @@ describe("queue broker", () => {
     await refuse({ deadLetter: { queue: "q", maxDeliveries: 3 } }, "invalid_attribute");
     await refuse({ deadLetter: { queue: "absent", maxDeliveries: 3 } }, "dead_letter_queue_not_found");
     await refuse({ maxDepth: 10 }, "not_implemented");
+    await refuse({ deadLetter: { queue: "no spaces", maxDeliveries: 3 } }, "invalid_name");
+    await assert.rejects(
+      broker.putQueue("..", {}),
+      (e: unknown) => (e as HopperError).code === "invalid_name",
+    );
     assert.equal((await broker.getQueue("q")).attributes.visibilityTimeoutMs, 5_000);
     await assert.rejects(
       broker.putQueue("f", { kind: "fifo" }),

@@ -119,6 +119,8 @@ export class QueueBroker {
   }
 
   async putQueue(name: string, input: QueueAttributesInput): Promise<{ created: boolean; queue: QueueInfo }> {
+    checkName(name);
+    if (input.deadLetter) checkName(input.deadLetter.queue);
     const existing = await this.store.queueGet({ name });
     const kind = input.kind ?? existing?.kind ?? "standard";
     if (existing && existing.kind !== kind) {
@@ -407,6 +409,16 @@ export class QueueBroker {
     if (next.oldestPublishedAt !== null) {
       this.scheduler.offer(name, next.oldestPublishedAt + queue.attributes.retentionMs);
     }
+  }
+}
+
+const namePattern = new RegExp(limits.namePattern);
+
+function checkName(name: string): void {
+  if (!namePattern.test(name)) {
+    throw new HopperError("invalid_name", `"${name.slice(0, 200)}" is not a valid name.`, {
+      name: name.slice(0, 200),
+    });
   }
 }
 
