@@ -378,11 +378,10 @@ export class SqliteStore implements Store {
 
   /** Runs `apply` for each receipt that names the latest lease of a row of the queue. */
   private forEachReceipt(
-    queueName: string,
+    queue: QueueRow,
     receipts: string[],
-    apply: (row: MessageRow, queue: QueueRow) => void,
+    apply: (row: MessageRow) => void,
   ): ReceiptResult[] {
-    const queue = this.requireQueue(queueName);
     return receipts.map((receipt): ReceiptResult => {
       const decoded = decodeReceipt(receipt);
       if (!decoded) return { error: "invalid_receipt" };
@@ -390,19 +389,20 @@ export class SqliteStore implements Store {
         | MessageRow
         | undefined;
       if (!row) return { error: "stale_receipt" };
-      apply(row, queue);
+      apply(row);
       return { ok: true };
     });
   }
 
   queueAck(params: { queue: string; receipts: string[] }): Promise<ReceiptResult[]> {
     return this.writes.run(() => {
+      const queue = this.requireQueue(params.queue);
       let acked = 0;
-      const results = this.forEachReceipt(params.queue, params.receipts, (row) => {
+      const results = this.forEachReceipt(queue, params.receipts, (row) => {
         this.stmt(sql.messageDelete).run({ seq: row.seq });
         acked++;
       });
-      if (acked > 0) this.addCounters(this.requireQueue(params.queue).queue_id, { acked });
+      if (acked > 0) this.addCounters(queue.queue_id, { acked });
       return results;
     });
   }
@@ -415,8 +415,9 @@ export class SqliteStore implements Store {
     deadLetter: DeadLetterPolicy | null;
   }): Promise<ReceiptResult[]> {
     return this.writes.run(() => {
+      const queue = this.requireQueue(params.queue);
       let nacked = 0;
-      const results = this.forEachReceipt(params.queue, params.receipts, (row, queue) => {
+      const results = this.forEachReceipt(queue, params.receipts, (row) => {
         nacked++;
         if (params.deadLetter && row.delivery_count >= params.deadLetter.maxDeliveries) {
           this.deadLetterRow(row, queue, params.deadLetter, params.now);
@@ -425,7 +426,7 @@ export class SqliteStore implements Store {
         const visibleAt = params.now + params.retryDelayMs(row.delivery_count);
         this.stmt(sql.messageRelease).run({ seq: row.seq, visibleAt });
       });
-      if (nacked > 0) this.addCounters(this.requireQueue(params.queue).queue_id, { nacked });
+      if (nacked > 0) this.addCounters(queue.queue_id, { nacked });
       return results;
     });
   }
@@ -435,16 +436,17 @@ export class SqliteStore implements Store {
     receipts: string[];
     leaseExpiresAt: number;
   }): Promise<ReceiptResult[]> {
-    return this.writes.run(() =>
-      this.forEachReceipt(params.queue, params.receipts, (row, queue) => {
+    return this.writes.run(() => {
+      const queue = this.requireQueue(params.queue);
+      return this.forEachReceipt(queue, params.receipts, (row) => {
         this.stmt(sql.messageExtendByReceipt).run({
           seq: row.seq,
           queueId: queue.queue_id,
           leaseToken: row.lease_token,
           leaseExpiresAt: params.leaseExpiresAt,
         });
-      }),
-    );
+      });
+    });
   }
 
   async queuePeek(params: {
