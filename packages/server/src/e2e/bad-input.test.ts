@@ -1,0 +1,770 @@
+/**
+ * DESIGN.md §1.6 through the real server process: every bad request gets its exact status and error
+ * code, and changes nothing. Each case takes a snapshot of the queue list (with stats), the queues it
+ * touches (attributes, stats, and a peek of every message state) before and after, and compares them.
+ */
+import assert from "node:assert/strict";
+import { request as httpRequest } from "node:http";
+import { after, before, describe, test } from "node:test";
+import {
+  createTempDir,
+  type ServerProcess,
+  startServerProcess,
+  type TempDir,
+} from "../testing/server-process.js";
+
+const requestTimeoutMs = 10_000;
+const mebibyte = 1024 * 1024;
+const hourMs = 3_600_000;
+
+interface Answer {
+  status: number;
+  body: unknown;
+}
+
+interface WireError {
+  code: string;
+  message: string;
+  details?: Record<string, unknown>;
+}
+
+interface RequestOptions {
+  /** Sent as is, instead of the JSON text of `body`. */
+  raw?: string;
+  headers?: Record<string, string>;
+}
+
+/** One HTTP call; the answer's body is parsed JSON, or undefined when there is none. */
+async function call(
+  server: ServerProcess,
+  method: string,
+  path: string,
+  body?: unknown,
+  options: RequestOptions = {},
+): Promise<Answer> {
+  const text = options.raw ?? (body === undefined ? undefined : JSON.stringify(body));
+  const headers: Record<string, string> = {
+    ...(text !== undefined && { "content-type": "application/json" }),
+    ...options.headers,
+  };
+  const response = await fetch(`${server.url}${path}`, {
+    method,
+    headers,
+    ...(text !== undefined && { body: text }),
+    signal: AbortSignal.timeout(requestTimeoutMs),
+  });
+  const answer = await response.text();
+  return { status: response.status, body: answer === "" ? undefined : JSON.parse(answer) };
+}
+
+/**
+ * Sends only the headers of a POST that announces `contentLength` bytes of JSON, and resolves with
+ * the answer the server gives before any of the body arrives. Uploading the body would race the
+ * server's early answer (see the 413 test below).
+ */
+function announceBody(server: ServerProcess, path: string, contentLength: number): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(new URL(path, server.url), {
+      method: "POST",
+      headers: { "content-type": "application/json", "content-length": String(contentLength) },
+      timeout: requestTimeoutMs,
+    });
+    request.on("timeout", () => request.destroy(new Error("no answer before the body was sent")));
+    request.on("error", reject);
+    request.on("response", (response) => {
+      let text = "";
+      response.setEncoding("utf8");
+      response.on("data", (chunk: string) => {
+        text += chunk;
+      });
+      response.on("end", () => {
+        request.destroy();
+        resolve({ status: response.statusCode ?? 0, body: JSON.parse(text) });
+      });
+    });
+    request.flushHeaders();
+  });
+}
+
+function queuePath(name: string, rest = ""): string {
+  return `/v1/queues/${encodeURIComponent(name)}${rest}`;
+}
+
+/** The `{"error": {...}}` of an answer, checked for the catalog's shape. */
+function wireError(body: unknown): WireError {
+  const error = (body as { error?: WireError } | undefined)?.error;
+  assert.ok(error && typeof error === "object", `expected {"error": {...}}, got ${JSON.stringify(body)}`);
+  assert.equal(typeof error.code, "string", JSON.stringify(body));
+  assert.equal(typeof error.message, "string", JSON.stringify(body));
+  return error;
+}
+
+function assertError(answer: Answer, status: number, code: string): WireError {
+  assert.equal(answer.status, status, `status of ${JSON.stringify(answer.body)}`);
+  const error = wireError(answer.body);
+  assert.equal(error.code, code, JSON.stringify(answer.body));
+  return error;
+}
+
+/** The per-item results of a 200 batch answer. */
+function results(answer: Answer): unknown[] {
+  assert.equal(answer.status, 200, JSON.stringify(answer.body));
+  const items = (answer.body as { results?: unknown[] }).results;
+  assert.ok(Array.isArray(items), JSON.stringify(answer.body));
+  return items;
+}
+
+function itemErrorCode(item: unknown): string {
+  return wireError(item).code;
+}
+
+function sentId(item: unknown): string {
+  const id = (item as { id?: unknown }).id;
+  assert.equal(typeof id, "string", `expected a sent message's id, got ${JSON.stringify(item)}`);
+  return id as string;
+}
+
+/** Stats without the one field that moves with the clock alone. */
+function withoutAge(queue: unknown): unknown {
+  const { stats, ...rest } = queue as { stats: Record<string, unknown> };
+  const { oldestMessageAgeMs: _age, ...steady } = stats;
+  return { ...rest, stats: steady };
+}
+
+const peekStates = ["available", "delayed", "in-flight"] as const;
+
+/** Everything a client could observe about the server's queues, minus the passage of time. */
+async function snapshot(server: ServerProcess, watched: readonly string[]): Promise<unknown> {
+  const list = await call(server, "GET", "/v1/queues");
+  assert.equal(list.status, 200, JSON.stringify(list.body));
+  const queues = (list.body as { queues: unknown[] }).queues.map(withoutAge);
+  const details = await Promise.all(
+    watched.map(async (name) => {
+      const info = await call(server, "GET", queuePath(name));
+      if (info.status !== 200) return { name, status: info.status, body: info.body };
+      const peeks = await Promise.all(
+        peekStates.map(async (state) => {
+          const peek = await call(server, "GET", queuePath(name, `/messages?state=${state}&limit=1000`));
+          assert.equal(peek.status, 200, JSON.stringify(peek.body));
+          return [state, peek.body];
+        }),
+      );
+      return { name, info: withoutAge(info.body), peeks: Object.fromEntries(peeks) };
+    }),
+  );
+  return { queues, details };
+}
+
+/** Runs `action` and asserts that nothing observable about `watched` (or the queue list) changed. */
+async function unchanged<T>(
+  server: ServerProcess,
+  watched: readonly string[],
+  action: () => Promise<T>,
+): Promise<T> {
+  const earlier = await snapshot(server, watched);
+  const outcome = await action();
+  assert.deepEqual(await snapshot(server, watched), earlier, "a rejected request changed the server's state");
+  return outcome;
+}
+
+async function stats(server: ServerProcess, name: string): Promise<Record<string, number>> {
+  const info = await call(server, "GET", queuePath(name));
+  assert.equal(info.status, 200, JSON.stringify(info.body));
+  return (info.body as { stats: Record<string, number> }).stats;
+}
+
+async function peekAvailable(server: ServerProcess, name: string): Promise<{ id: string; body: unknown }[]> {
+  const peek = await call(server, "GET", queuePath(name, "/messages?state=available&limit=1000"));
+  assert.equal(peek.status, 200, JSON.stringify(peek.body));
+  return (peek.body as { messages: { id: string; body: unknown }[] }).messages;
+}
+
+async function putQueue(server: ServerProcess, name: string, attributes: object = {}): Promise<void> {
+  const answer = await call(server, "PUT", queuePath(name), attributes);
+  assert.ok(answer.status === 201 || answer.status === 200, JSON.stringify(answer.body));
+}
+
+async function send(server: ServerProcess, name: string, messages: object[]): Promise<string[]> {
+  return results(await call(server, "POST", queuePath(name, "/messages"), { messages })).map(sentId);
+}
+
+async function receive(server: ServerProcess, name: string, max: number): Promise<string[]> {
+  const answer = await call(server, "POST", queuePath(name, "/receive"), {
+    max,
+    visibilityTimeoutMs: hourMs,
+  });
+  assert.equal(answer.status, 200, JSON.stringify(answer.body));
+  return (answer.body as { messages: { receipt: string }[] }).messages.map((message) => message.receipt);
+}
+
+describe("bad input through the real server", () => {
+  let dir: TempDir;
+  let server: ServerProcess;
+  // A queue with messages in every state, whose dead-letter queue is base-dlq.
+  const base = ["base", "base-dlq"];
+
+  before(async () => {
+    dir = createTempDir();
+    server = await startServerProcess({ dataFile: dir.file("hopper.db") });
+    await putQueue(server, "base-dlq");
+    await putQueue(server, "base", { deadLetter: { queue: "base-dlq", maxDeliveries: 5 } });
+    await send(server, "base", [{ body: { n: 1 } }, { body: { n: 2 } }, { body: "three" }, { body: [4] }]);
+    await send(server, "base", [{ body: { n: 5 }, delayMs: hourMs }]);
+    assert.equal((await receive(server, "base", 1)).length, 1);
+    const baseStats = await stats(server, "base");
+    assert.deepEqual([baseStats.available, baseStats.delayed, baseStats.inFlight], [3, 1, 1]);
+  });
+
+  after(async () => {
+    const exit = await server?.stop();
+    dir?.remove();
+    assert.deepEqual(exit, { code: 0, signal: null }, `graceful stop; stderr:\n${server?.stderr()}`);
+  });
+
+  /** Sends one request that must be refused with `status` and `code`, and change nothing. */
+  async function refused(
+    watched: readonly string[],
+    request: [method: string, path: string, body?: unknown, options?: RequestOptions],
+    status: number,
+    code: string,
+  ): Promise<WireError> {
+    const earlier = await snapshot(server, watched);
+    const error = assertError(await call(server, ...request), status, code);
+    assert.deepEqual(
+      await snapshot(server, watched),
+      earlier,
+      "a rejected request changed the server's state",
+    );
+    return error;
+  }
+
+  test("the snapshot sees a change (so an unchanged snapshot means something)", async () => {
+    await putQueue(server, "sanity");
+    const earlier = await snapshot(server, ["sanity"]);
+    await send(server, "sanity", [{ body: 1 }]);
+    assert.notDeepEqual(await snapshot(server, ["sanity"]), earlier);
+  });
+
+  describe("malformed bodies", () => {
+    const cases: [label: string, method: string, path: string][] = [
+      ["send", "POST", queuePath("base", "/messages")],
+      ["receive", "POST", queuePath("base", "/receive")],
+      ["ack", "POST", queuePath("base", "/ack")],
+      ["put", "PUT", queuePath("json-new")],
+    ];
+
+    for (const [label, method, path] of cases) {
+      test(`${label}: truncated JSON is 400 invalid_json`, async () => {
+        await refused(
+          [...base, "json-new"],
+          [method, path, undefined, { raw: '{"messages": [' }],
+          400,
+          "invalid_json",
+        );
+      });
+    }
+
+    test("a __proto__ key is 400 invalid_json", async () => {
+      const raw = '{"__proto__": {"polluted": true}, "messages": [{"body": 1}]}';
+      await refused(base, ["POST", queuePath("base", "/messages"), undefined, { raw }], 400, "invalid_json");
+    });
+
+    test("a form-encoded body is 415 unsupported_media_type", async () => {
+      const options = { raw: "a=1", headers: { "content-type": "application/x-www-form-urlencoded" } };
+      await refused(
+        base,
+        ["POST", queuePath("base", "/messages"), undefined, options],
+        415,
+        "unsupported_media_type",
+      );
+    });
+
+    // SERVER BUG (protocols/http/app.ts, content-type parsers): only the application/json parser is
+    // replaced; Fastify's built-in text/plain parser stays, so a text/plain body reaches the schema as a
+    // string and is 400 invalid_request "/ must be object" (even when the text is valid JSON) instead of
+    // 415 unsupported_media_type "Send JSON with Content-Type: application/json.".
+    test("a text/plain body is 415 unsupported_media_type", {
+      todo: "server bug: text/plain is parsed",
+    }, async () => {
+      const options = { raw: '{"messages":[{"body":1}]}', headers: { "content-type": "text/plain" } };
+      await refused(
+        base,
+        ["POST", queuePath("base", "/messages"), undefined, options],
+        415,
+        "unsupported_media_type",
+      );
+    });
+
+    test("an empty JSON body where one is required is 400", async () => {
+      await refused(
+        base,
+        ["POST", queuePath("base", "/messages"), undefined, { raw: "" }],
+        400,
+        "invalid_request",
+      );
+    });
+  });
+
+  describe("unknown fields and wrong types are 400 invalid_request", () => {
+    const cases: [string, string, string, unknown, string[]?][] = [
+      ["send: unknown top-level field", "POST", "/messages", { messages: [{ body: 1 }], urgent: true }],
+      [
+        "send: unknown field in the second message (the valid first is not stored either)",
+        "POST",
+        "/messages",
+        { messages: [{ body: 1 }, { body: 2, colour: "red" }] },
+      ],
+      ["send: messages is not an array", "POST", "/messages", { messages: { body: 1 } }],
+      ["send: an empty batch", "POST", "/messages", { messages: [] }],
+      ["send: a message with neither body nor bodyBase64", "POST", "/messages", { messages: [{}] }],
+      ["send: delayMs -1", "POST", "/messages", { messages: [{ body: 1, delayMs: -1 }] }],
+      ["send: delayMs as a string", "POST", "/messages", { messages: [{ body: 1, delayMs: "5" }] }],
+      [
+        "send: a header value that is a number",
+        "POST",
+        "/messages",
+        { messages: [{ body: 1, headers: { a: 1 } }] },
+      ],
+      ["send: bodyBase64 that is not base64", "POST", "/messages", { messages: [{ bodyBase64: "!!!" }] }],
+      [
+        "send: a JSON body with another contentType",
+        "POST",
+        "/messages",
+        { messages: [{ body: "x", contentType: "text/plain" }] },
+      ],
+      [
+        "send: bodyBase64 declared JSON that is not JSON",
+        "POST",
+        "/messages",
+        {
+          messages: [
+            { bodyBase64: Buffer.from("{nope").toString("base64"), contentType: "application/json" },
+          ],
+        },
+      ],
+      ["send: a key longer than 128", "POST", "/messages", { messages: [{ body: 1, key: "k".repeat(129) }] }],
+      ["receive: max as a string", "POST", "/receive", { max: "5" }],
+      ["receive: max 0", "POST", "/receive", { max: 0 }],
+      ["receive: max 101", "POST", "/receive", { max: 101 }],
+      ["receive: max 1.5", "POST", "/receive", { max: 1.5 }],
+      ["receive: visibilityTimeoutMs -1", "POST", "/receive", { visibilityTimeoutMs: -1 }],
+      ["receive: waitMs over 20 s", "POST", "/receive", { waitMs: 20_001 }],
+      ["receive: unknown field", "POST", "/receive", { max: 1, wait: 5 }],
+      ["receive: a JSON array", "POST", "/receive", [1]],
+      ["ack: receipts as a string", "POST", "/ack", { receipts: "x" }],
+      ["ack: no receipts", "POST", "/ack", { receipts: [] }],
+      ["ack: a receipt that is a number", "POST", "/ack", { receipts: [1] }],
+      ["ack: a receipt longer than 64", "POST", "/ack", { receipts: ["r".repeat(65)] }],
+      ["ack: unknown field", "POST", "/ack", { receipts: ["a.b"], all: true }],
+      ["nack: delayMs as a string", "POST", "/nack", { receipts: ["a.b"], delayMs: "1" }],
+      ["nack: delayMs over 12 h", "POST", "/nack", { receipts: ["a.b"], delayMs: 12 * hourMs + 1 }],
+      ["extend: no visibilityTimeoutMs", "POST", "/extend", { receipts: ["a.b"] }],
+      ["extend: visibilityTimeoutMs -1", "POST", "/extend", { receipts: ["a.b"], visibilityTimeoutMs: -1 }],
+      ["put: unknown attribute", "PUT", "", { visibilityTimeout: 1000 }],
+      ["put: visibilityTimeoutMs as a string", "PUT", "", { visibilityTimeoutMs: "1000" }],
+      ["put: an unknown kind", "PUT", "", { kind: "lifo" }],
+      ["put: deadLetter without maxDeliveries", "PUT", "", { deadLetter: { queue: "base-dlq" } }],
+      ["put: retry with an unknown field", "PUT", "", { retry: { initialDelayMs: 1, factor: 2 } }],
+      ["put: visibilityTimeoutMs over 12 h", "PUT", "", { visibilityTimeoutMs: 12 * hourMs + 1 }],
+      ["put: maxMessageBytes over the server's 1 MiB", "PUT", "", { maxMessageBytes: mebibyte + 1 }],
+      ["put: maxMessageBytes 0", "PUT", "", { maxMessageBytes: 0 }],
+      ["put: retentionMs over 365 days", "PUT", "", { retentionMs: 366 * 24 * hourMs }],
+    ];
+
+    for (const [label, method, rest, body] of cases) {
+      test(label, async () => {
+        await refused(base, [method, queuePath("base", rest), body], 400, "invalid_request");
+      });
+    }
+
+    // SERVER BUG (protocols/http/schemas.ts, Headers): Type.Record with a patterned key compiles to
+    // `patternProperties` without `additionalProperties: false`, so a header whose name breaks the
+    // pattern is not checked at all: {"a b": 123} is stored and delivered with a number as its value.
+    test("send: a header name with a space", { todo: "server bug: header names unchecked" }, async () => {
+      for (const headers of [{ "a b": "v" }, { "a b": 123 }]) {
+        const body = { messages: [{ body: 1, headers }] };
+        await refused(base, ["POST", queuePath("base", "/messages"), body], 400, "invalid_request");
+      }
+    });
+
+    test("put: a new queue with an unknown attribute is not created", async () => {
+      await refused(
+        ["typo-new"],
+        ["PUT", queuePath("typo-new"), { visibilityTimeout: 1000 }],
+        400,
+        "invalid_request",
+      );
+    });
+
+    const badPeeks = ["limit=abc", "limit=0", "limit=1001", "state=bogus", "foo=1"];
+    for (const query of badPeeks) {
+      test(`peek: ?${query}`, async () => {
+        await refused(base, ["GET", queuePath("base", `/messages?${query}`)], 400, "invalid_request");
+      });
+    }
+
+    test("the error names the offending field", async () => {
+      const error = await refused(
+        base,
+        ["POST", queuePath("base", "/messages"), { messages: [{ body: 1, colour: "red" }] }],
+        400,
+        "invalid_request",
+      );
+      assert.match(error.message, /colour/);
+    });
+  });
+
+  describe("names outside [A-Za-z0-9_.:-]{1,128} are 400 invalid_name", () => {
+    const requests: [string, string, unknown][] = [
+      ["PUT", "", {}],
+      ["POST", "/messages", { messages: [{ body: 1 }] }],
+      ["POST", "/receive", {}],
+      ["GET", "", undefined],
+      ["DELETE", "", undefined],
+    ];
+    const badNames: [string, string][] = [
+      ["a space", "a b"],
+      ["a non-ASCII letter", "ä"],
+      ["a slash", "a/b"],
+    ];
+    for (const [label, name] of badNames) {
+      test(`${label}: ${JSON.stringify(name)}`, async () => {
+        for (const [method, rest, body] of requests) {
+          await refused(base, [method, queuePath(name, rest), body], 400, "invalid_name");
+        }
+      });
+    }
+
+    // SERVER BUG (protocols/http/app.ts, Fastify options): Fastify's default maxParamLength is 100, so
+    // a name of 101-128 characters is refused before routing with 414 and Fastify's own body
+    // {"error":"Bad Request","code":"FST_ERR_MAX_PARAM_LENGTH",...}, not the catalog's shape.
+    test("129 characters", {
+      todo: "server bug: 414 FST_ERR_MAX_PARAM_LENGTH for names over 100",
+    }, async () => {
+      for (const [method, rest, body] of requests) {
+        await refused(base, [method, queuePath("a".repeat(129), rest), body], 400, "invalid_name");
+      }
+    });
+
+    // SERVER BUG (same cause): a valid 128-character name is refused with 414; expected 201.
+    test("128 characters is a valid name", {
+      todo: "server bug: names over 100 characters are refused",
+    }, async () => {
+      const name = `${"a".repeat(126)}:z`;
+      const answer = await call(server, "PUT", queuePath(name), {});
+      assert.equal(answer.status, 201, JSON.stringify(answer.body));
+    });
+  });
+
+  describe("size limits", () => {
+    test("a request body over 10 MiB is 413 request_too_large, answered from its Content-Length", async () => {
+      const answer = await unchanged(server, base, () =>
+        announceBody(server, queuePath("base", "/messages"), 10 * mebibyte + 1),
+      );
+      assertError(answer, 413, "request_too_large");
+    });
+
+    // SERVER BUG (protocols/http/app.ts; Fastify's body limit): the 413 goes out with
+    // `Connection: close` and the socket is closed while the client is still uploading, so the kernel
+    // resets the connection and a plain fetch often sees EPIPE ("fetch failed") instead of the 413
+    // (measured: 2 to 11 of 20 tries for bodies of 10.1 to 20 MiB). Draining the rest of the body
+    // before closing (a bounded lingering close) would let every client read the error.
+    test("fetch uploading 11 MiB reads the 413 every time", {
+      todo: "server bug: EPIPE before 413",
+    }, async () => {
+      const body = { messages: [{ body: "x".repeat(11 * mebibyte) }] };
+      for (let attempt = 0; attempt < 20; attempt++) {
+        assertError(
+          await call(server, "POST", queuePath("base", "/messages"), body),
+          413,
+          "request_too_large",
+        );
+      }
+    });
+
+    test("a batch of 101 messages is 400 invalid_request and stores nothing", async () => {
+      const messages = Array.from({ length: 101 }, (_, n) => ({ body: n }));
+      await refused(base, ["POST", queuePath("base", "/messages"), { messages }], 400, "invalid_request");
+    });
+
+    test("a batch of 100 messages is accepted (the limit is 100, not less)", async () => {
+      await putQueue(server, "batch-100");
+      const ids = await send(
+        server,
+        "batch-100",
+        Array.from({ length: 100 }, (_, n) => ({ body: n })),
+      );
+      assert.equal(new Set(ids).size, 100);
+      assert.equal((await stats(server, "batch-100")).available, 100);
+    });
+
+    test("an oversized message fails alone: its item is message_too_large, its neighbours are stored", async () => {
+      await putQueue(server, "mixed");
+      const answer = await call(server, "POST", queuePath("mixed", "/messages"), {
+        messages: [{ body: "first" }, { body: "x".repeat(mebibyte) }, { body: "third" }],
+      });
+      const items = results(answer);
+      assert.equal(items.length, 3);
+      const firstId = sentId(items[0]);
+      assert.equal(itemErrorCode(items[1]), "message_too_large");
+      const thirdId = sentId(items[2]);
+      const stored = await peekAvailable(server, "mixed");
+      assert.deepEqual(
+        stored.map(({ id, body }) => ({ id, body })),
+        [
+          { id: firstId, body: "first" },
+          { id: thirdId, body: "third" },
+        ],
+      );
+      const mixedStats = await stats(server, "mixed");
+      assert.equal(mixedStats.published, 2);
+    });
+
+    describe("a queue with maxMessageBytes 10", () => {
+      before(async () => {
+        await putQueue(server, "tiny", { maxMessageBytes: 10 });
+      });
+
+      test("11 bytes of bodyBase64 is message_too_large for the item and stores nothing", async () => {
+        const bodyBase64 = Buffer.alloc(11, 7).toString("base64");
+        const answer = await unchanged(server, ["tiny"], () =>
+          call(server, "POST", queuePath("tiny", "/messages"), { messages: [{ bodyBase64 }] }),
+        );
+        const [item] = results(answer);
+        assert.equal(itemErrorCode(item), "message_too_large");
+        assert.deepEqual(wireError(item).details, { bytes: 11, max: 10 });
+      });
+
+      test("a JSON body counts its JSON text: '\"123456789\"' is 11 bytes", async () => {
+        const answer = await unchanged(server, ["tiny"], () =>
+          call(server, "POST", queuePath("tiny", "/messages"), { messages: [{ body: "123456789" }] }),
+        );
+        assert.equal(itemErrorCode(results(answer)[0]), "message_too_large");
+      });
+
+      test("10 bytes is stored", async () => {
+        const earlier = (await stats(server, "tiny")).available ?? 0;
+        await send(server, "tiny", [{ bodyBase64: Buffer.alloc(10, 7).toString("base64") }]);
+        assert.equal((await stats(server, "tiny")).available, earlier + 1);
+      });
+    });
+  });
+
+  describe("an unknown queue is 404 queue_not_found and is not created", () => {
+    const requests: [string, string, unknown][] = [
+      ["POST", "/messages", { messages: [{ body: 1 }] }],
+      ["POST", "/receive", { max: 1 }],
+      ["POST", "/ack", { receipts: ["1.1"] }],
+      ["POST", "/nack", { receipts: ["1.1"] }],
+      ["POST", "/extend", { receipts: ["1.1"], visibilityTimeoutMs: 1000 }],
+      ["GET", "/messages", undefined],
+      ["POST", "/purge", undefined],
+      ["GET", "", undefined],
+      ["DELETE", "", undefined],
+    ];
+    for (const [method, rest, body] of requests) {
+      test(`${method} /v1/queues/missing${rest}`, async () => {
+        const error = await refused(
+          [...base, "missing"],
+          [method, queuePath("missing", rest), body],
+          404,
+          "queue_not_found",
+        );
+        assert.deepEqual(error.details, { queue: "missing" });
+      });
+    }
+  });
+
+  describe("receipts that name no lease fail per item inside a 200", () => {
+    let acked: string;
+    let held: string;
+
+    before(async () => {
+      await putQueue(server, "leases");
+      await send(server, "leases", [{ body: 1 }, { body: 2 }, { body: 3 }]);
+      [acked, held] = (await receive(server, "leases", 2)) as [string, string];
+      assert.ok(acked && held);
+    });
+
+    test("a batch with a real receipt and a malformed one: ok, then invalid_receipt", async () => {
+      const answer = await call(server, "POST", queuePath("leases", "/ack"), {
+        receipts: [acked, "not-a-receipt"],
+      });
+      const items = results(answer);
+      assert.deepEqual(items[0], { ok: true });
+      assert.equal(itemErrorCode(items[1]), "invalid_receipt");
+      const leasesStats = await stats(server, "leases");
+      assert.deepEqual([leasesStats.acked, leasesStats.inFlight, leasesStats.available], [1, 1, 1]);
+    });
+
+    for (const op of ["ack", "nack", "extend"] as const) {
+      const extra = op === "extend" ? { visibilityTimeoutMs: 1000 } : {};
+
+      test(`${op}: a malformed receipt is invalid_receipt and changes nothing`, async () => {
+        const answer = await unchanged(server, ["leases"], () =>
+          call(server, "POST", queuePath("leases", `/${op}`), { receipts: ["garbage!"], ...extra }),
+        );
+        assert.equal(itemErrorCode(results(answer)[0]), "invalid_receipt");
+      });
+
+      test(`${op}: the receipt of an acked message is stale_receipt and changes nothing`, async () => {
+        const answer = await unchanged(server, ["leases"], () =>
+          call(server, "POST", queuePath("leases", `/${op}`), { receipts: [acked], ...extra }),
+        );
+        assert.equal(itemErrorCode(results(answer)[0]), "stale_receipt");
+      });
+
+      test(`${op}: a well-formed receipt that was never issued is stale_receipt`, async () => {
+        const answer = await unchanged(server, ["leases"], () =>
+          call(server, "POST", queuePath("leases", `/${op}`), { receipts: ["zzzzz.zzzz"], ...extra }),
+        );
+        assert.equal(itemErrorCode(results(answer)[0]), "stale_receipt");
+      });
+
+      test(`${op}: a live receipt sent to another queue is stale_receipt there, and its lease holds`, async () => {
+        const answer = await unchanged(server, ["leases", ...base], () =>
+          call(server, "POST", queuePath("base", `/${op}`), { receipts: [held], ...extra }),
+        );
+        assert.equal(itemErrorCode(results(answer)[0]), "stale_receipt");
+      });
+    }
+  });
+
+  describe("queue attributes", () => {
+    const outOfRange: [string, object][] = [
+      ["retentionMs 1000 (under 60 s)", { retentionMs: 1000 }],
+      ["delayMs longer than the retention", { delayMs: 15 * 24 * hourMs }],
+      ["retry.maxDelayMs under retry.initialDelayMs", { retry: { initialDelayMs: 5000, maxDelayMs: 1000 } }],
+      ["a queue as its own dead-letter queue", { deadLetter: { queue: "base", maxDeliveries: 1 } }],
+    ];
+    for (const [label, attributes] of outOfRange) {
+      test(`${label} is 400 invalid_attribute, on update and on create`, async () => {
+        await refused(base, ["PUT", queuePath("base"), attributes], 400, "invalid_attribute");
+        const create = label.includes("own")
+          ? { deadLetter: { queue: "range-new", maxDeliveries: 1 } }
+          : attributes;
+        await refused(["range-new"], ["PUT", queuePath("range-new"), create], 400, "invalid_attribute");
+      });
+    }
+
+    test("an attribute API.md names but the server lacks (maxDepth) is 400 not_implemented", async () => {
+      await refused(base, ["PUT", queuePath("base"), { maxDepth: 10 }], 400, "not_implemented");
+    });
+
+    test("creating a fifo queue is 400 not_implemented, and nothing is created", async () => {
+      await refused(["fifo-new"], ["PUT", queuePath("fifo-new"), { kind: "fifo" }], 400, "not_implemented");
+    });
+
+    test("changing an existing queue's kind is 409 queue_kind_mismatch (API.md), queue unchanged", async () => {
+      const error = await refused(
+        base,
+        ["PUT", queuePath("base"), { kind: "fifo" }],
+        409,
+        "queue_kind_mismatch",
+      );
+      assert.deepEqual(error.details, { kind: "standard" });
+    });
+
+    test("a dead-letter queue that does not exist is 400 dead_letter_queue_not_found", async () => {
+      const deadLetter = { queue: "nowhere", maxDeliveries: 3 };
+      await refused(
+        ["dl-new", "nowhere"],
+        ["PUT", queuePath("dl-new"), { deadLetter }],
+        400,
+        "dead_letter_queue_not_found",
+      );
+      await refused(
+        [...base, "nowhere"],
+        ["PUT", queuePath("base"), { deadLetter }],
+        400,
+        "dead_letter_queue_not_found",
+      );
+    });
+
+    test("deleting another queue's dead-letter queue is 409 queue_in_use, and both remain", async () => {
+      const error = await refused(base, ["DELETE", queuePath("base-dlq")], 409, "queue_in_use");
+      assert.deepEqual(error.details, { deadLetterSources: ["base"] });
+    });
+  });
+
+  test("a message with both body and bodyBase64 is 400 invalid_request; its valid neighbour is not stored", async () => {
+    const messages = [{ body: "fine" }, { body: 1, bodyBase64: "AA==" }];
+    await refused(base, ["POST", queuePath("base", "/messages"), { messages }], 400, "invalid_request");
+  });
+
+  // SERVER BUG (protocols/http/app.ts, setValidatorCompiler): Fastify hands the validator `null`, not
+  // `undefined`, when a request has no body, so `value === undefined && bodyOptional` never holds and
+  // a bodiless PUT or receive is 400 "/ must be object". The start-up banner's own first command
+  // (`curl -X PUT .../v1/queues/hello`) fails this way.
+  test("a bodiless PUT and receive are accepted", {
+    todo: "server bug: bodiless requests are 400",
+  }, async () => {
+    const put = await call(server, "PUT", queuePath("bodiless"));
+    assert.equal(put.status, 201, JSON.stringify(put.body));
+    const received = await call(server, "POST", queuePath("bodiless", "/receive"));
+    assert.equal(received.status, 200, JSON.stringify(received.body));
+  });
+});
+
+describe("authentication with --api-key", () => {
+  let dir: TempDir;
+  let server: ServerProcess;
+
+  before(async () => {
+    dir = createTempDir();
+    server = await startServerProcess({ dataFile: dir.file("hopper.db"), apiKeys: ["secret1"] });
+  });
+
+  after(async () => {
+    const exit = await server?.stop();
+    dir?.remove();
+    assert.deepEqual(exit, { code: 0, signal: null }, `graceful stop; stderr:\n${server?.stderr()}`);
+  });
+
+  const withKey = (key: string) => ({ headers: { authorization: `Bearer ${key}` } });
+
+  test("no Authorization header is 401 unauthorized, and the queue is not created", async () => {
+    assertError(await call(server, "PUT", queuePath("secured"), {}), 401, "unauthorized");
+    assertError(await call(server, "GET", "/v1/queues"), 401, "unauthorized");
+    assertError(
+      await call(server, "GET", queuePath("secured"), undefined, withKey("secret1")),
+      404,
+      "queue_not_found",
+    );
+  });
+
+  test("a wrong key, or the right key in the wrong scheme, is 401 unauthorized", async () => {
+    assertError(await call(server, "PUT", queuePath("secured"), {}, withKey("secret2")), 401, "unauthorized");
+    assertError(
+      await call(server, "PUT", queuePath("secured"), {}, withKey("secret1x")),
+      401,
+      "unauthorized",
+    );
+    const basic = { headers: { authorization: "Basic secret1" } };
+    assertError(await call(server, "PUT", queuePath("secured"), {}, basic), 401, "unauthorized");
+    assertError(
+      await call(server, "GET", queuePath("secured"), undefined, withKey("secret1")),
+      404,
+      "queue_not_found",
+    );
+  });
+
+  test("the right key is served", async () => {
+    const put = await call(server, "PUT", queuePath("secured"), {}, withKey("secret1"));
+    assert.equal(put.status, 201, JSON.stringify(put.body));
+    const list = await call(server, "GET", "/v1/queues", undefined, withKey("secret1"));
+    assert.equal(list.status, 200, JSON.stringify(list.body));
+    assert.deepEqual(
+      (list.body as { queues: { name: string }[] }).queues.map((queue) => queue.name),
+      ["secured"],
+    );
+  });
+
+  test("/healthz and /readyz need no key", async () => {
+    const health = await call(server, "GET", "/healthz");
+    assert.equal(health.status, 200);
+    assert.deepEqual(health.body, { status: "ok" });
+    const ready = await call(server, "GET", "/readyz");
+    assert.equal(ready.status, 200);
+  });
+});

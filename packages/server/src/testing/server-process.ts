@@ -1,0 +1,180 @@
+/**
+ * Runs the real `hopper serve` as a child process for end-to-end tests: the compiled CLI, a real port
+ * and a real SQLite file, so a test sees exactly what a user's process would, including what survives
+ * `kill -9`. Every child is killed when the test process exits, so a failed test never leaves a broker
+ * running.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The compiled CLI, found beside this compiled file (dist/testing → dist/cli), whatever the cwd. */
+const mainPath = fileURLToPath(new URL("../cli/main.js", import.meta.url));
+
+/** A debug build with a cold disk cache starts in well under a second; ten leaves room on a busy CI. */
+const startTimeoutMs = 10_000;
+/** A graceful stop drains the HTTP server and closes the store; long polls end at once on stop. */
+const stopTimeoutMs = 10_000;
+/** SIGKILL cannot be caught, so the exit comes as soon as the kernel reaps the process. */
+const killTimeoutMs = 5_000;
+/** Output kept for failure messages: the tail is what explains a crash. */
+const outputBytesMax = 64 * 1024;
+
+const listeningPattern = /^Hopper listening on (http:\/\/\S+)$/m;
+
+export interface ServerProcessOptions {
+  /** The SQLite file; restart a server on the same file to see what it kept. */
+  dataFile: string;
+  durability?: "fsync" | "os";
+  apiKeys?: readonly string[];
+}
+
+export interface ExitStatus {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface ServerProcess {
+  /** The base URL, as the server printed it: `http://127.0.0.1:PORT`. */
+  readonly url: string;
+  readonly pid: number;
+  /** What the server wrote to stderr so far (the last 64 KiB), for assertion messages. */
+  stderr(): string;
+  /** What the server wrote to stdout so far (the last 64 KiB). */
+  stdout(): string;
+  /** Sends SIGTERM and resolves with the exit status once the process is gone. */
+  stop(): Promise<ExitStatus>;
+  /** Sends SIGKILL, as a crash or `kill -9` would, and resolves once the process is gone. */
+  kill9(): Promise<ExitStatus>;
+}
+
+/** A fresh directory under the OS temp dir, and a way to remove it with everything in it. */
+export interface TempDir {
+  readonly path: string;
+  file(name: string): string;
+  remove(): void;
+}
+
+export function createTempDir(prefix = "hopper-e2e-"): TempDir {
+  const path = mkdtempSync(join(tmpdir(), prefix));
+  return {
+    path,
+    file: (name) => join(path, name),
+    remove: () => rmSync(path, { recursive: true, force: true }),
+  };
+}
+
+const liveChildren = new Set<ChildProcess>();
+let exitHooksInstalled = false;
+
+function killLiveChildren(): void {
+  for (const child of liveChildren) child.kill("SIGKILL");
+  liveChildren.clear();
+}
+
+/**
+ * Kills every child when this process ends: on a normal or uncaught-error exit, and on SIGINT or
+ * SIGTERM (the test runner's timeout), after which the signal is raised again so the default action
+ * (ending this process) still happens.
+ */
+function installExitHooks(): void {
+  if (exitHooksInstalled) return;
+  exitHooksInstalled = true;
+  process.on("exit", killLiveChildren);
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    process.once(signal, () => {
+      killLiveChildren();
+      process.kill(process.pid, signal);
+    });
+  }
+}
+
+/** Keeps the last `outputBytesMax` characters of a stream. */
+function tail(stream: NodeJS.ReadableStream | null): { text(): string } {
+  let text = "";
+  stream?.setEncoding("utf8");
+  stream?.on("data", (chunk: string) => {
+    text += chunk;
+    if (text.length > outputBytesMax) text = text.slice(-outputBytesMax);
+  });
+  return { text: () => text };
+}
+
+/** Starts `hopper serve --port 0` and resolves once it prints the URL it listens on. */
+export async function startServerProcess(options: ServerProcessOptions): Promise<ServerProcess> {
+  if (!existsSync(mainPath)) {
+    throw new Error(`${mainPath} is missing; build first: npx tsc -b packages/server`);
+  }
+  const args = [mainPath, "serve", "--port", "0", "--data", options.dataFile];
+  if (options.durability) args.push("--durability", options.durability);
+  for (const key of options.apiKeys ?? []) args.push("--api-key", key);
+
+  installExitHooks();
+  // A key in the environment would change what the server accepts; each test says what it wants.
+  const env = { ...process.env };
+  delete env.HOPPER_API_KEYS;
+  const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"], env });
+  liveChildren.add(child);
+  const stdout = tail(child.stdout);
+  const stderr = tail(child.stderr);
+
+  const exited = new Promise<ExitStatus>((resolve) => {
+    child.once("exit", (code, signal) => {
+      liveChildren.delete(child);
+      resolve({ code, signal });
+    });
+  });
+  const describe = () => `stdout:\n${stdout.text()}\nstderr:\n${stderr.text()}`;
+
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`the server did not start within ${startTimeoutMs} ms\n${describe()}`));
+    }, startTimeoutMs);
+    const onData = () => {
+      const match = listeningPattern.exec(stdout.text());
+      if (!match) return;
+      clearTimeout(timer);
+      child.stdout?.off("data", onData);
+      resolve(match[1] as string);
+    };
+    child.stdout?.on("data", onData);
+    child.once("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    void exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      reject(
+        new Error(`the server exited (code ${code}, signal ${signal}) before it listened\n${describe()}`),
+      );
+    });
+  });
+
+  const endWith = async (signal: NodeJS.Signals, timeoutMs: number): Promise<ExitStatus> => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        child.kill("SIGKILL");
+        reject(new Error(`the server did not exit within ${timeoutMs} ms of ${signal}\n${describe()}`));
+      }, timeoutMs);
+    });
+    try {
+      return await Promise.race([exited, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  return {
+    url,
+    pid: child.pid as number,
+    stderr: stderr.text,
+    stdout: stdout.text,
+    stop: () => endWith("SIGTERM", stopTimeoutMs),
+    kill9: () => endWith("SIGKILL", killTimeoutMs),
+  };
+}
