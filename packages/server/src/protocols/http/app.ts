@@ -3,8 +3,9 @@
  * fields refused), authentication, the one error mapping, health and the OpenAPI document. Routes
  * live in their own files and only translate between the wire and the broker.
  */
+import type { IncomingMessage } from "node:http";
 import swagger from "@fastify/swagger";
-import Fastify, { type FastifyError, type FastifyInstance } from "fastify";
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
 import type { TSchema } from "typebox";
 import { Compile } from "typebox/compile";
 import { Value } from "typebox/value";
@@ -43,11 +44,23 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     onConstructorPoisoning: "error",
     // Long polls hold a request up to the wait limit; the socket may stay longer between requests.
     keepAliveTimeout: 65_000,
+    // A path parameter is matched percent-encoded, where one character may take three; the schema
+    // then enforces the real name length, so an overlong name gets invalid_name, not a router 414.
+    routerOptions: { maxParamLength: 3 * limits.nameLengthMax + 1 },
+    // Errors the router raises before any route runs (a malformed URL, say) get the catalog's shape.
+    frameworkErrors: (error, _request, reply) => {
+      const hopperError = new HopperError(
+        error.code === "FST_ERR_BAD_URL" ? "invalid_name" : "invalid_request",
+        error.message,
+      );
+      (reply as FastifyReply).status(hopperError.status).send({ error: hopperError.toJSON() });
+    },
   });
 
-  // An empty body is allowed for calls that take none (purge); anything else must be valid JSON.
+  // JSON is the only body the API takes (so text/plain gets 415). An empty body is allowed for calls
+  // that take none (purge); anything else must be valid JSON.
   const parseJson = app.getDefaultJsonParser("error", "error");
-  app.removeContentTypeParser("application/json");
+  app.removeAllContentTypeParsers();
   app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
     if (body === "") return done(null, undefined);
     parseJson(request, body as string, done);
@@ -61,7 +74,8 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     return (data: unknown) => {
       // Paths and query strings arrive as text; bodies are JSON and keep their types.
       let value = httpPart === "body" ? data : Value.Convert(schema as TSchema, data);
-      if (value === undefined && bodyOptional) value = {};
+      // Fastify passes null for a request without a body.
+      if (value == null && bodyOptional) value = {};
       if (validator.Check(value)) return { value };
       const errors = describeErrors(validator.Errors(value));
       const first = errors[0];
@@ -77,6 +91,7 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
       return reply.status(error.status).send({ error: error.toJSON() });
     }
     const mapped = fastifyErrorCodes[error.code];
+    if (mapped === "request_too_large") lingerOnOversizedBody(request.raw, reply);
     if (mapped) {
       const hopperError = new HopperError(mapped, error.message);
       return reply.status(hopperError.status).send({ error: hopperError.toJSON() });
@@ -95,7 +110,7 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
   });
 
   app.addHook("onRequest", async (request) => {
-    if (openPaths.has(request.url)) return;
+    if (openPaths.has(request.url.split("?", 1)[0] as string)) return;
     const decision = options.apiKeys.decide(request.headers.authorization, request.socket.remoteAddress);
     if (decision === "unauthorized") throw new HopperError("unauthorized");
     if (decision === "forbidden") {
@@ -145,4 +160,23 @@ function describeErrors(
           : e.message;
       return { path: e.instancePath || "/", message };
     });
+}
+
+/** How much of an oversized body is read and discarded before the connection is cut. */
+const lingerBytesMax = 4 * limits.requestBytesMax;
+
+/**
+ * A client still uploading an oversized body would get a reset (EPIPE) instead of the 413 if the
+ * socket closed at once. So the rest of the body is read and discarded, up to a bound, and the
+ * connection stays usable; past the bound the socket is destroyed.
+ */
+function lingerOnOversizedBody(raw: IncomingMessage, reply: FastifyReply): void {
+  if (raw.complete) return;
+  reply.removeHeader("connection");
+  let discardedBytes = 0;
+  raw.on("data", (chunk: Buffer) => {
+    discardedBytes += chunk.length;
+    if (discardedBytes > lingerBytesMax) raw.socket.destroy();
+  });
+  raw.resume();
 }

@@ -65,7 +65,7 @@ export const PutQueueBody = Type.Object(
 const Headers = Type.Record(
   Type.String({ pattern: `^[A-Za-z0-9_.:-]{1,${limits.headerNameLengthMax}}$` }),
   Type.String({ maxLength: limits.headerValueLengthMax }),
-  { maxProperties: limits.headersCountMax },
+  { maxProperties: limits.headersCountMax, additionalProperties: false },
 );
 
 export const SendBody = Type.Object(
