@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 /** The `hopper` command. */
 import { Command } from "commander";
-import { serve } from "./serve.js";
+import { addConnectionOptions, reportFailure } from "./flags.js";
+import { addMessageCommands } from "./message-commands.js";
+import { addQueueCommands } from "./queue-commands.js";
+import type { ServeFlags } from "./serve.js";
 
 const program = new Command();
 program.name("hopper").description("Hopper, a durable message broker").version("0.1.0");
@@ -17,11 +20,32 @@ program
   .option("--log-level <level>", "fatal, error, warn, info, debug", "warn")
   .action(serve);
 
+// Program options stop at the command name: `serve --api-key` names a key to accept, while the
+// program's --api-key is the key a client command sends, and without this the program's would take it.
+// Client commands take --url, --api-key and --json after their name too.
+program.enablePositionalOptions();
+addConnectionOptions(program);
+// Set after `serve` is added, so `serve` keeps commander's own exit code 1 for its bad flags; the
+// client commands, added below, inherit the override and exit 2 on a bad flag.
+program.exitOverride();
+addQueueCommands(program);
+addMessageCommands(program);
+
+/**
+ * Loads the server (Fastify, SQLite, metrics) only when `serve` runs: importing it costs most of a
+ * second, which every client command would otherwise pay.
+ */
+async function serve(flags: ServeFlags): Promise<void> {
+  const { serve: run } = await import("./serve.js");
+  await run(flags);
+}
+
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
 }
 
+// Exits at once, as before the client commands existed: a failed `serve` may hold open handles that
+// would otherwise keep the process alive.
 program.parseAsync().catch((error: unknown) => {
-  console.error(error instanceof Error ? error.message : error);
-  process.exit(1);
+  process.exit(reportFailure(error));
 });
