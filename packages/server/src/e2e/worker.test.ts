@@ -67,9 +67,12 @@ describe("worker end to end", () => {
       throw new Error(`timed out with ${handled.size} of ${sentIds.size} handled`);
     });
     deadline.catch(() => {});
-    await Promise.race([finished, deadline]);
-    timeout.abort();
-    await worker.stop();
+    try {
+      await Promise.race([finished, deadline]);
+    } finally {
+      timeout.abort();
+      await worker.stop();
+    }
 
     assert.equal(handled.size, 1_000);
     assert.deepEqual([...handled.keys()].sort(), [...sentIds].sort());
@@ -90,7 +93,7 @@ describe("worker end to end", () => {
   });
 
   test("a handler that outlives the visibility timeout keeps its lease by heartbeat", async () => {
-    await client.putQueue("slow", { visibilityTimeoutMs: 1_000 });
+    await client.putQueue("slow", { visibilityTimeoutMs: 1_500 });
     await client.send("slow", [{ body: "long job" }]);
     let lostLease = false;
     let handledDeliveryCount = 0;
@@ -98,24 +101,34 @@ describe("worker end to end", () => {
     const done = new Promise<void>((resolve) => {
       handlerDone = resolve;
     });
+    let handlerStarted!: () => void;
+    const started = new Promise<void>((resolve) => {
+      handlerStarted = resolve;
+    });
     const worker = client.worker(
       "slow",
       async (message, { signal }) => {
+        handlerStarted();
         signal.addEventListener("abort", () => {
           lostLease = true;
         });
         handledDeliveryCount = message.deliveryCount;
-        // Three lease lengths of work: without heartbeats the lease would end twice over.
-        await delay(3_000);
+        // Over two lease lengths of work: without heartbeats the lease would end twice over.
+        await delay(3_500);
         handlerDone();
       },
-      { concurrency: 1, heartbeatMs: 300, waitMs: 1_000 },
+      // Heartbeats come six times per lease, so a busy machine that delays one still keeps the lease.
+      { concurrency: 1, heartbeatMs: 250, waitMs: 1_000 },
     );
-    // A competing consumer polls throughout the handler's run; it must never get the message.
-    const competitor = await client.receive("slow", { waitMs: 2_500, visibilityTimeoutMs: 1_000 });
-    assert.deepEqual(competitor, [], "the message stayed leased to the slow handler");
-    await done;
-    await worker.stop();
+    try {
+      await started;
+      // A competing consumer polls throughout the handler's run; it must never get the message.
+      const competitor = await client.receive("slow", { waitMs: 3_000, visibilityTimeoutMs: 1_000 });
+      assert.deepEqual(competitor, [], "the message stayed leased to the slow handler");
+      await done;
+    } finally {
+      await worker.stop();
+    }
     assert.equal(lostLease, false);
     assert.equal(handledDeliveryCount, 1);
     const { stats } = await client.getQueue("slow");
