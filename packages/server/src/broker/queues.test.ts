@@ -127,6 +127,31 @@ describe("queue broker", () => {
       assert.equal((await broker.stats("q")).nacked, 2);
     });
 
+    test("messages arriving in a dead-letter queue expire by its retention", async () => {
+      await broker.putQueue("dlq", { retentionMs: 60_000 });
+      await broker.send("q", [text("poison")]);
+      await broker.nack("q", [(await receiveOne("q")).receipt], 0);
+      await broker.nack("q", [(await receiveOne("q")).receipt], 0);
+      assert.equal((await broker.stats("dlq")).available, 1);
+      await clock.advance(60_000);
+      const stats = await broker.stats("dlq");
+      assert.deepEqual([stats.available, stats.expired], [0, 1]);
+    });
+
+    test("a lease handed back at the instant of a sweep is still dead-lettered by the sweep", async () => {
+      await broker.send("q", [text("poison")]);
+      await broker.nack("q", [(await receiveOne("q")).receipt], 0);
+      const last = await receiveOne("q");
+      await clock.advance(10);
+      // A sweep runs now (an update of the queue asks for one)...
+      await broker.putQueue("q", {});
+      await clock.advance(0);
+      // ...and the last lease ends in that same millisecond, after it.
+      await broker.extend("q", [last.receipt], 0);
+      await clock.advance(0);
+      assert.equal((await broker.stats("dlq")).available, 1);
+    });
+
     test("a dead-letter queue in use cannot be deleted", async () => {
       await assert.rejects(
         broker.deleteQueue("dlq"),

@@ -286,8 +286,7 @@ export class QueueBroker {
       deadLetter: queue.attributes.deadLetter,
     });
     if (messages.length > 0) this.scheduler.offer(queue.name, leaseExpiresAt);
-    if (deadLettered > 0 && queue.attributes.deadLetter)
-      this.waiters.notify(queue.attributes.deadLetter.queue);
+    this.deadLettered(queue, deadLettered);
     return messages;
   }
 
@@ -304,7 +303,7 @@ export class QueueBroker {
     const queue = await this.queue(name);
     const now = this.clock.now();
     let earliestRetryMs = Number.POSITIVE_INFINITY;
-    const results = await this.store.queueNack({
+    const { results, deadLettered } = await this.store.queueNack({
       queue: name,
       receipts,
       now,
@@ -315,8 +314,7 @@ export class QueueBroker {
       },
       deadLetter: queue.attributes.deadLetter,
     });
-    // A nack may have dead-lettered its message; a spurious wake-up of the dead-letter queue is harmless.
-    if (queue.attributes.deadLetter) this.waiters.notify(queue.attributes.deadLetter.queue);
+    this.deadLettered(queue, deadLettered);
     if (earliestRetryMs === 0) this.waiters.notify(name);
     else if (Number.isFinite(earliestRetryMs)) this.scheduler.offer(name, now + earliestRetryMs);
     return results.map(toItemResult);
@@ -378,6 +376,17 @@ export class QueueBroker {
     }
   }
 
+  /**
+   * Messages arrived in a queue's dead-letter queue: its long polls may take them, and its timer must
+   * now cover their retention, so it is looked at at once.
+   */
+  private deadLettered(source: QueueRecord, count: number): void {
+    const target = source.attributes.deadLetter?.queue;
+    if (count === 0 || target === undefined) return;
+    this.waiters.notify(target);
+    this.scheduler.offer(target, this.clock.now());
+  }
+
   private async housekeepOnce(name: string): Promise<void> {
     const queue = await this.store.queueGet({ name });
     if (!queue) return this.forget(name);
@@ -394,13 +403,13 @@ export class QueueBroker {
       do {
         ({ deadLettered } = await this.store.queueDeadLetterExhausted({
           queue: name,
-          visibleAfter: this.sweptUntil.get(name) ?? Number.MIN_SAFE_INTEGER,
+          visibleFrom: this.sweptUntil.get(name) ?? Number.MIN_SAFE_INTEGER,
           now,
           max: deadLetterBatchMax,
           deadLetter,
         }));
+        this.deadLettered(queue, deadLettered);
       } while (deadLettered === deadLetterBatchMax);
-      this.waiters.notify(deadLetter.queue);
     }
     this.sweptUntil.set(name, now);
     this.waiters.notify(name);

@@ -304,7 +304,7 @@ export function exerciseStore(factory: StoreFactory): void {
         const [leased] = (await lease("q", t0)).messages;
         assert.ok(leased);
         const seen: number[] = [];
-        const results = await store.queueNack({
+        const { results, deadLettered } = await store.queueNack({
           queue: "q",
           receipts: [leased.receipt],
           now: t0 + 5,
@@ -315,6 +315,7 @@ export function exerciseStore(factory: StoreFactory): void {
           deadLetter: null,
         });
         assert.deepEqual(results, [{ ok: true }]);
+        assert.equal(deadLettered, 0);
         assert.deepEqual(seen, [1]);
         assert.deepEqual(await store.queueAck({ queue: "q", receipts: [leased.receipt] }), [
           { error: "stale_receipt" },
@@ -332,13 +333,14 @@ export function exerciseStore(factory: StoreFactory): void {
         await store.queueSend({ queue: "q", messages: [original] });
         const [leased] = (await lease("q", t0)).messages;
         assert.ok(leased);
-        await store.queueNack({
+        const nacked = await store.queueNack({
           queue: "q",
           receipts: [leased.receipt],
           now: t0 + 7,
           retryDelayMs: () => 0,
           deadLetter: { queue: "dlq", maxDeliveries: 1 },
         });
+        assert.deepEqual(nacked, { results: [{ ok: true }], deadLettered: 1 });
         assert.equal((await store.queueDepth({ name: "q", now: t0 + 7 })).available, 0);
         const [dead] = await store.queuePeek({ queue: "dlq", state: "available", limit: 10, now: t0 + 7 });
         assert.ok(dead);
@@ -373,12 +375,16 @@ export function exerciseStore(factory: StoreFactory): void {
         await lease("q", t0, 1); // ends at t0 + 30 000
         await lease("q", t0 + 10, 1); // ends at t0 + 30 010
         const deadLetter = { queue: "dlq", maxDeliveries: 1 };
-        const sweep = (visibleAfter: number, now: number) =>
-          store.queueDeadLetterExhausted({ queue: "q", visibleAfter, now, max: 100, deadLetter });
+        const sweep = (visibleFrom: number, now: number) =>
+          store.queueDeadLetterExhausted({ queue: "q", visibleFrom, now, max: 100, deadLetter });
         assert.deepEqual(await sweep(t0, t0 + 29_999), { deadLettered: 0 });
         assert.deepEqual(await sweep(t0 + 29_999, t0 + 30_005), { deadLettered: 1 });
-        assert.deepEqual(await sweep(t0 + 30_010, t0 + 40_000), { deadLettered: 0 }, "outside the window");
-        assert.deepEqual(await sweep(t0 + 30_005, t0 + 40_000), { deadLettered: 1 });
+        assert.deepEqual(await sweep(t0 + 30_011, t0 + 40_000), { deadLettered: 0 }, "outside the window");
+        assert.deepEqual(
+          await sweep(t0 + 30_010, t0 + 40_000),
+          { deadLettered: 1 },
+          "the window's start is in it",
+        );
       });
 
       test("dead-letter headers keep the original ones and say why", () => {

@@ -135,7 +135,7 @@ export interface Store {
     now: number;
     retryDelayMs: (deliveryCount: number) => number;
     deadLetter: DeadLetterPolicy | null;
-  }): Promise<ReceiptResult[]>;
+  }): Promise<{ results: ReceiptResult[]; deadLettered: number }>;
 
   /** Moves each named lease's expiry to `leaseExpiresAt` (a heartbeat). */
   queueExtend(params: {
@@ -159,12 +159,13 @@ export interface Store {
   queueExpire(params: { queue: string; expiredBefore: number; max: number }): Promise<{ expired: number }>;
 
   /**
-   * Moves up to `max` messages whose lease ended in (visibleAfter, now] and that have been delivered
-   * `deadLetter.maxDeliveries` times to the dead-letter queue.
+   * Moves up to `max` messages whose lease ended in [visibleFrom, now] and that have been delivered
+   * `deadLetter.maxDeliveries` times to the dead-letter queue. The window is closed at both ends so
+   * that consecutive sweeps overlap at their boundary and no lease ending on it is missed.
    */
   queueDeadLetterExhausted(params: {
     queue: string;
-    visibleAfter: number;
+    visibleFrom: number;
     now: number;
     max: number;
     deadLetter: DeadLetterPolicy;

@@ -413,21 +413,23 @@ export class SqliteStore implements Store {
     now: number;
     retryDelayMs: (deliveryCount: number) => number;
     deadLetter: DeadLetterPolicy | null;
-  }): Promise<ReceiptResult[]> {
+  }): Promise<{ results: ReceiptResult[]; deadLettered: number }> {
     return this.writes.run(() => {
       const queue = this.requireQueue(params.queue);
       let nacked = 0;
+      let deadLettered = 0;
       const results = this.forEachReceipt(queue, params.receipts, (row) => {
         nacked++;
         if (params.deadLetter && row.delivery_count >= params.deadLetter.maxDeliveries) {
           this.deadLetterRow(row, queue, params.deadLetter, params.now);
+          deadLettered++;
           return;
         }
         const visibleAt = params.now + params.retryDelayMs(row.delivery_count);
         this.stmt(sql.messageRelease).run({ seq: row.seq, visibleAt });
       });
       if (nacked > 0) this.addCounters(queue.queue_id, { nacked });
-      return results;
+      return { results, deadLettered };
     });
   }
 
@@ -489,7 +491,7 @@ export class SqliteStore implements Store {
 
   queueDeadLetterExhausted(params: {
     queue: string;
-    visibleAfter: number;
+    visibleFrom: number;
     now: number;
     max: number;
     deadLetter: DeadLetterPolicy;
@@ -498,7 +500,7 @@ export class SqliteStore implements Store {
       const queue = this.requireQueue(params.queue);
       const rows = this.stmt(sql.messageSelectExhausted).all({
         queueId: queue.queue_id,
-        visibleAfter: params.visibleAfter,
+        visibleFrom: params.visibleFrom,
         now: params.now,
         maxDeliveries: params.deadLetter.maxDeliveries,
         limit: params.max,

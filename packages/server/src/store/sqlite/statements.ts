@@ -94,12 +94,12 @@ export const messageDeleteExpired = `
     SELECT seq FROM messages WHERE queue_id = :queueId AND published_at <= :expiredBefore LIMIT :limit)`;
 
 /**
- * Params: queueId, visibleAfter, now, maxDeliveries, limit. Returns: rows whose lease ended in
- * (visibleAfter, now] and that have used every delivery.
+ * Params: queueId, visibleFrom, now, maxDeliveries, limit. Returns: rows whose lease ended in
+ * [visibleFrom, now] and that have used every delivery.
  */
 export const messageSelectExhausted = `
   SELECT * FROM messages
-  WHERE queue_id = :queueId AND visible_at > :visibleAfter AND visible_at <= :now
+  WHERE queue_id = :queueId AND visible_at >= :visibleFrom AND visible_at <= :now
     AND lease_token IS NOT NULL AND delivery_count >= :maxDeliveries
   LIMIT :limit`;
 
