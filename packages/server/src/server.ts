@@ -12,6 +12,9 @@ import { type Random, systemRandom } from "./random.js";
 import { type Durability, SqliteStore } from "./store/sqlite/sqlite-store.js";
 import type { Store } from "./store/store.js";
 
+/** How long a shutdown waits for open requests before it closes their connections. */
+const shutdownGraceMs = 2_000;
+
 export interface ServerOptions {
   host?: string;
   /** 0 picks a free port (tests). */
@@ -63,7 +66,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     close() {
       closing ??= (async () => {
         broker.stop();
+        // Long polls answer at once on stop; a connection still open after the grace period is a
+        // keep-alive straggler, and is cut so that shutdown is bounded.
+        const cutStragglers = setTimeout(() => app.server.closeAllConnections(), shutdownGraceMs);
         await app.close();
+        clearTimeout(cutStragglers);
         await store.close();
       })();
       return closing;

@@ -36,20 +36,12 @@ export class ApiKeys {
    */
   decide(authorization: string | undefined, remoteAddress: string | undefined): AuthDecision {
     if (!this.configured) return isLoopback(remoteAddress) ? "allow" : "forbidden";
-    const match = /^Bearer (.+)$/.exec(authorization ?? "");
+    // The scheme is case-insensitive (RFC 9110 §11.1); the key is not.
+    const match = /^Bearer +(.+)$/i.exec(authorization ?? "");
     if (!match) return "unauthorized";
     const presented = digest(match[1] as string);
     let found = false;
     for (const known of this.digests) found = timingSafeEqual(known, presented) || found;
     return found ? "allow" : "unauthorized";
   }
-}
-
-/** Reads keys from `HOPPER_API_KEYS` (comma-separated) and any given on the command line. */
-export function apiKeysFrom(flags: readonly string[], env: string | undefined): ApiKeys {
-  const fromEnv = (env ?? "")
-    .split(",")
-    .map((key) => key.trim())
-    .filter(Boolean);
-  return new ApiKeys([...flags, ...fromEnv]);
 }

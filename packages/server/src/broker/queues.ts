@@ -82,6 +82,8 @@ export class QueueBroker {
   private readonly housekeeping = new Map<string, { rerun: boolean }>();
   private readonly receiving = new Map<string, number>();
   private stopped = false;
+  /** Messages that left with their deleted queue; the queue's own counters went with it. */
+  removedWithDeletedQueues = 0;
 
   constructor(
     private readonly store: Store,
@@ -153,6 +155,7 @@ export class QueueBroker {
 
   async deleteQueue(name: string): Promise<{ removed: number }> {
     const result = await this.store.queueDelete({ name });
+    this.removedWithDeletedQueues += result.removed;
     this.forget(name);
     return result;
   }

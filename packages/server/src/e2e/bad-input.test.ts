@@ -462,9 +462,11 @@ describe("bad input through the real server", () => {
       }
     });
 
-    test("a batch of 101 messages is 400 invalid_request and stores nothing", async () => {
+    test("a batch of 101 messages is 400 batch_too_large and stores nothing", async () => {
       const messages = Array.from({ length: 101 }, (_, n) => ({ body: n }));
-      await refused(base, ["POST", queuePath("base", "/messages"), { messages }], 400, "invalid_request");
+      await refused(base, ["POST", queuePath("base", "/messages"), { messages }], 400, "batch_too_large");
+      const receipts = Array.from({ length: 101 }, (_, n) => `${n}.1`);
+      await refused(base, ["POST", queuePath("base", "/ack"), { receipts }], 400, "batch_too_large");
     });
 
     test("a batch of 100 messages is accepted (the limit is 100, not less)", async () => {

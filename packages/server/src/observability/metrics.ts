@@ -1,6 +1,6 @@
 /**
- * Prometheus metrics. Queue figures are read from the broker at scrape time (the store's counters are
- * the truth and survive restarts); only what has no home in the store is counted here.
+ * Prometheus metrics. Queue figures are read from the broker at scrape time: the store's counters
+ * are the truth and survive restarts, so each scrape sets the exported counters to them.
  */
 import { Counter, collectDefaultMetrics, Gauge, Registry } from "prom-client";
 import type { QueueBroker } from "../broker/queues.js";
@@ -18,29 +18,25 @@ const counterEvents = [
 
 export class Metrics {
   private readonly registry = new Registry();
-  private readonly removedWithQueues: Counter;
 
   constructor(broker: QueueBroker) {
-    collectDefaultMetrics({ register: this.registry, prefix: "hopper_process_" });
-    this.removedWithQueues = new Counter({
-      name: "hopper_messages_removed_with_queue_total",
-      help: "Messages removed because their queue was deleted.",
-      registers: [this.registry],
-    });
-    const events = new Gauge({
+    collectDefaultMetrics({ register: this.registry, prefix: "hopper_" });
+    const events = new Counter({
       name: "hopper_queue_messages_total",
-      help: "Messages per queue and event since the queue was created (a counter kept in the store).",
+      help: "Messages per queue and event since the queue was created, as the store counts them.",
       labelNames: ["queue", "event"],
       registers: [this.registry],
-      // Registered first, so it runs first at a scrape: one listing of the queues fills every gauge.
+      // Registered first, so it runs first at a scrape: one listing of the queues fills every metric.
       collect: async () => {
         events.reset();
         depth.reset();
         oldest.reset();
         consumers.reset();
+        removedWithQueues.reset();
+        removedWithQueues.inc(broker.removedWithDeletedQueues);
         for (const queue of await broker.listQueues()) {
           const labels = { queue: queue.name };
-          for (const event of counterEvents) events.set({ ...labels, event }, queue.stats[event]);
+          for (const event of counterEvents) events.inc({ ...labels, event }, queue.stats[event]);
           depth.set({ ...labels, state: "available" }, queue.stats.available);
           depth.set({ ...labels, state: "delayed" }, queue.stats.delayed);
           depth.set({ ...labels, state: "in_flight" }, queue.stats.inFlight);
@@ -48,6 +44,11 @@ export class Metrics {
           consumers.set(labels, queue.stats.consumers);
         }
       },
+    });
+    const removedWithQueues = new Counter({
+      name: "hopper_messages_removed_with_queue_total",
+      help: "Messages removed because their queue was deleted, since this process started.",
+      registers: [this.registry],
     });
     const depth = new Gauge({
       name: "hopper_queue_depth",
@@ -75,9 +76,5 @@ export class Metrics {
 
   render(): Promise<string> {
     return this.registry.metrics();
-  }
-
-  removedWithQueue(count: number): void {
-    this.removedWithQueues.inc(count);
   }
 }

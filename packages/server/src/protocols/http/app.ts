@@ -77,9 +77,15 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
       // Fastify passes null for a request without a body.
       if (value == null && bodyOptional) value = {};
       if (validator.Check(value)) return { value };
-      const errors = describeErrors(validator.Errors(value));
+      const raw = validator.Errors(value);
+      const errors = describeErrors(raw);
       const first = errors[0];
-      const code = httpPart === "params" ? "invalid_name" : "invalid_request";
+      const code =
+        httpPart === "params"
+          ? "invalid_name"
+          : raw.some(isOversizedBatch)
+            ? "batch_too_large"
+            : "invalid_request";
       return {
         error: new HopperError(code, `Invalid ${httpPart}: ${first?.path} ${first?.message}`, { errors }),
       };
@@ -141,8 +147,15 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
   });
   app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
 
-  registerQueueRoutes(app, options.broker, options.metrics);
+  registerQueueRoutes(app, options.broker);
   return app;
+}
+
+/** A batch (messages or receipts) with more items than a batch may hold. */
+function isOversizedBatch(error: { keyword: string; instancePath: string }): boolean {
+  return (
+    error.keyword === "maxItems" && (error.instancePath === "/messages" || error.instancePath === "/receipts")
+  );
 }
 
 /** Turns TypeBox's errors into short `{ path, message }` pairs, naming unknown fields plainly. */

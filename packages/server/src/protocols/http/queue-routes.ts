@@ -5,7 +5,6 @@
 import type { FastifyInstance } from "fastify";
 import type { ItemResult, OutgoingMessage, QueueBroker, SendResult } from "../../broker/queues.js";
 import { HopperError } from "../../errors.js";
-import type { Metrics } from "../../observability/metrics.js";
 import { jsonContentType, renderLeased, renderStored } from "./render.js";
 import {
   AckBody,
@@ -79,7 +78,7 @@ function abortOnClose(raw: import("node:http").ServerResponse): AbortSignal {
   return controller.signal;
 }
 
-export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker, metrics: Metrics): void {
+export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker): void {
   const tags = ["queues"];
 
   app.put<{ Params: QueuePath; Body: PutQueueBody | undefined }>(
@@ -104,8 +103,7 @@ export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker, m
     "/v1/queues/:queue",
     { schema: { tags, params: QueueParams } },
     async (request, reply) => {
-      const { removed } = await broker.deleteQueue(request.params.queue);
-      metrics.removedWithQueue(removed);
+      await broker.deleteQueue(request.params.queue);
       return reply.status(204).send();
     },
   );
