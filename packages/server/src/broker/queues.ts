@@ -16,6 +16,7 @@ import type {
   ReceiptResult,
   Store,
   StoredMessage,
+  StoreEvent,
 } from "../store/store.js";
 import {
   defaultAttributes,
@@ -98,6 +99,7 @@ export class QueueBroker {
 
   /** Loads the queues and looks at each once, so due work left from before a restart is done. */
   async start(): Promise<void> {
+    this.store.watch((event) => this.onStoreEvent(event));
     for (const queue of await this.store.queueList()) {
       this.queues.set(queue.name, queue);
       this.scheduler.offer(queue.name, this.clock.now());
@@ -109,6 +111,15 @@ export class QueueBroker {
     this.stopped = true;
     this.scheduler.stop();
     this.waiters.notifyAll();
+  }
+
+  /** Another node changed the store: wake long polls, and drop cached attributes that may be stale. */
+  private onStoreEvent(event: StoreEvent): void {
+    if (event.kind === "queue") {
+      this.queues.delete(event.queue);
+      this.scheduler.offer(event.queue, this.clock.now());
+    }
+    this.waiters.notify(event.queue);
   }
 
   private async queue(name: string): Promise<QueueRecord> {
@@ -261,6 +272,9 @@ export class QueueBroker {
           return [];
         }
         if (leased.length > 0 || this.stopped || this.clock.now() >= deadlineMs) return leased;
+        // Another node may hold leases or delays this node has not seen: wake when the next one ends.
+        const { nextVisibleAt } = await this.store.queueNextEvents({ queue: name, now: this.clock.now() });
+        if (nextVisibleAt !== null && nextVisibleAt < deadlineMs) this.scheduler.offer(name, nextVisibleAt);
         await this.waiters.wait(name, deadlineMs, options.signal);
         queue = await this.queue(name);
       }
@@ -395,6 +409,18 @@ export class QueueBroker {
     if (!queue) return this.forget(name);
     this.queues.set(name, queue);
     const now = this.clock.now();
+    if (await this.store.housekeepingLeader()) await this.sweep(queue, now);
+    this.waiters.notify(name);
+    const next = await this.store.queueNextEvents({ queue: name, now });
+    if (next.nextVisibleAt !== null) this.scheduler.offer(name, next.nextVisibleAt);
+    if (next.oldestPublishedAt !== null) {
+      this.scheduler.offer(name, next.oldestPublishedAt + queue.attributes.retentionMs);
+    }
+  }
+
+  /** Deletes what is past retention and dead-letters what used its last delivery, in bounded batches. */
+  private async sweep(queue: QueueRecord, now: number): Promise<void> {
+    const name = queue.name;
     const expiredBefore = now - queue.attributes.retentionMs;
     let expired: number;
     do {
@@ -415,12 +441,6 @@ export class QueueBroker {
       } while (deadLettered === deadLetterBatchMax);
     }
     this.sweptUntil.set(name, now);
-    this.waiters.notify(name);
-    const next = await this.store.queueNextEvents({ queue: name, now });
-    if (next.nextVisibleAt !== null) this.scheduler.offer(name, next.nextVisibleAt);
-    if (next.oldestPublishedAt !== null) {
-      this.scheduler.offer(name, next.oldestPublishedAt + queue.attributes.retentionMs);
-    }
   }
 }
 

@@ -83,10 +83,28 @@ export type MessageState = "available" | "delayed" | "in-flight";
 /** The outcome of one item of a receipt batch; `stale_receipt` and `invalid_receipt` are per item. */
 export type ReceiptResult = { ok: true } | { error: "stale_receipt" | "invalid_receipt" };
 
+/**
+ * What another broker node sharing the store changed: messages of a queue may have become available
+ * (a send, a nack, a hand-back), or a queue was created, updated or deleted.
+ */
+export type StoreEvent = { kind: "messages"; queue: string } | { kind: "queue"; queue: string };
+
 export interface Store {
   /** Resolves when the store answers a trivial query; used by /readyz. */
   ping(): Promise<void>;
   close(): Promise<void>;
+
+  /**
+   * Calls `listener` for changes committed by other broker nodes, so that their long polls wake and
+   * cached queue attributes are dropped. A store that only one process uses never calls it.
+   */
+  watch(listener: (event: StoreEvent) => void): void;
+
+  /**
+   * Whether this node leads housekeeping (retention, dead-letter sweeps) now. Correctness never
+   * depends on it: leases end by time alone, and the work is idempotent. With one node, always true.
+   */
+  housekeepingLeader(): Promise<boolean>;
 
   /** Creates the queue, or updates its attributes. Throws queue_kind_mismatch, too_many_queues and
    * dead_letter_queue_not_found. */

@@ -22,6 +22,7 @@ import {
   type ReceiptResult,
   type Store,
   type StoredMessage,
+  type StoreEvent,
 } from "../store.js";
 import { GroupCommit } from "./group-commit.js";
 import { migrations } from "./schema.js";
@@ -179,6 +180,13 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     this.writes.close();
     this.db.close();
+  }
+
+  /** One process owns the file, so no change ever comes from elsewhere. */
+  watch(_listener: (event: StoreEvent) => void): void {}
+
+  async housekeepingLeader(): Promise<boolean> {
+    return true;
   }
 
   private queueRow(name: string): QueueRow | undefined {
