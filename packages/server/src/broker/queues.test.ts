@@ -205,6 +205,15 @@ describe("queue broker", () => {
     assert.equal(received()?.length, 1, "returned without any more time passing");
   });
 
+  test("a long poll sees a message committed together with its own empty look", async () => {
+    await broker.putQueue("q", {});
+    // Both calls join one group commit; the lease runs first and finds nothing.
+    const received = track(broker.receive("q", { waitMs: 20_000 }));
+    await broker.send("q", [text("same commit")]);
+    await settle();
+    assert.equal(received()?.length, 1, "woken without any time passing");
+  });
+
   test("a long poll returns empty only when the wait is over", async () => {
     await broker.putQueue("q", {});
     const received = track(broker.receive("q", { waitMs: 20_000 }));

@@ -259,6 +259,7 @@ export class QueueBroker {
     this.receiving.set(name, (this.receiving.get(name) ?? 0) + 1);
     try {
       for (;;) {
+        const version = this.waiters.version(name);
         const leased = await this.lease(queue, max, options.visibilityTimeoutMs);
         if (options.signal?.aborted) {
           // The caller left while the lease was being taken: hand the messages back at once rather
@@ -275,7 +276,7 @@ export class QueueBroker {
         // Another node may hold leases or delays this node has not seen: wake when the next one ends.
         const { nextVisibleAt } = await this.store.queueNextEvents({ queue: name, now: this.clock.now() });
         if (nextVisibleAt !== null && nextVisibleAt < deadlineMs) this.scheduler.offer(name, nextVisibleAt);
-        await this.waiters.wait(name, deadlineMs, options.signal);
+        await this.waiters.wait(name, deadlineMs, version, options.signal);
         queue = await this.queue(name);
       }
     } finally {

@@ -13,12 +13,23 @@ interface Waiter {
 
 export class Waiters {
   private readonly byQueue = new Map<string, Set<Waiter>>();
+  /** Counts notifications per queue, so a caller can tell whether one came while it was looking. */
+  private readonly versions = new Map<string, number>();
   private count = 0;
 
   constructor(private readonly clock: Clock) {}
 
-  /** Resolves at the first of: notify(queue), deadlineMs, or the signal aborting. */
-  wait(queue: string, deadlineMs: number, signal?: AbortSignal): Promise<void> {
+  /** The queue's notification count: take it before looking at the queue, pass it to wait(). */
+  version(queue: string): number {
+    return this.versions.get(queue) ?? 0;
+  }
+
+  /**
+   * Resolves at the first of: notify(queue), deadlineMs, or the signal aborting. If a notification
+   * came since `sinceVersion` was read, resolves at once: the caller looked too early to see it.
+   */
+  wait(queue: string, deadlineMs: number, sinceVersion: number, signal?: AbortSignal): Promise<void> {
+    if (this.version(queue) !== sinceVersion) return Promise.resolve();
     if (this.count >= limits.waitersMax) return Promise.reject(new HopperError("too_many_waiters"));
     return new Promise<void>((resolve) => {
       let set = this.byQueue.get(queue);
@@ -46,6 +57,7 @@ export class Waiters {
 
   /** Wakes up to `max` waiters of the queue, oldest first: at most one per message that may be there. */
   notify(queue: string, max = Number.POSITIVE_INFINITY): void {
+    this.versions.set(queue, this.version(queue) + 1);
     const set = this.byQueue.get(queue);
     if (!set) return;
     let woken = 0;
