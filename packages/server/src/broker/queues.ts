@@ -115,6 +115,11 @@ export class QueueBroker {
 
   /** Another node changed the store: wake long polls, and drop cached attributes that may be stale. */
   private onStoreEvent(event: StoreEvent): void {
+    if (event.kind === "resync") {
+      this.queues.clear();
+      this.waiters.notifyAll();
+      return;
+    }
     if (event.kind === "queue") {
       this.queues.delete(event.queue);
       this.scheduler.offer(event.queue, this.clock.now());

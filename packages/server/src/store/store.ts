@@ -85,9 +85,13 @@ export type ReceiptResult = { ok: true } | { error: "stale_receipt" | "invalid_r
 
 /**
  * What another broker node sharing the store changed: messages of a queue may have become available
- * (a send, a nack, a hand-back), or a queue was created, updated or deleted.
+ * (a send, a nack, a hand-back), or a queue was created, updated or deleted. `resync` says changes may
+ * have been missed (the store reconnected), so everything cached or waiting should look again.
  */
-export type StoreEvent = { kind: "messages"; queue: string } | { kind: "queue"; queue: string };
+export type StoreEvent =
+  | { kind: "messages"; queue: string }
+  | { kind: "queue"; queue: string }
+  | { kind: "resync" };
 
 export interface Store {
   /** Resolves when the store answers a trivial query; used by /readyz. */

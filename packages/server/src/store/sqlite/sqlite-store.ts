@@ -8,6 +8,7 @@ import Database, { type Database as Db, type Statement } from "better-sqlite3";
 import { HopperError, invariant } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
+import { decodeReceipt, encodeReceipt } from "../receipts.js";
 import {
   type DeadLetterPolicy,
   deadLetterHeaders,
@@ -80,22 +81,6 @@ const noCounters: QueueCounters = {
   deadLettered: 0,
   purged: 0,
 };
-
-/** A receipt is "<seq>.<lease token>" in base 36: it names one lease of one message row. */
-const receiptPattern = /^([0-9a-z]{1,11})\.([0-9a-z]{1,10})$/;
-
-function encodeReceipt(seq: number, leaseToken: number): string {
-  return `${seq.toString(36)}.${leaseToken.toString(36)}`;
-}
-
-function decodeReceipt(receipt: string): { seq: number; leaseToken: number } | undefined {
-  const match = receiptPattern.exec(receipt);
-  if (!match) return undefined;
-  return {
-    seq: Number.parseInt(match[1] as string, 36),
-    leaseToken: Number.parseInt(match[2] as string, 36),
-  };
-}
 
 function toQueueRecord(row: QueueRow): QueueRecord {
   return {

@@ -1,0 +1,657 @@
+/**
+ * The shared store: any number of broker nodes over one PostgreSQL database. Each call is one
+ * transaction on a pooled connection; PostgreSQL itself shares one WAL flush among transactions that
+ * commit together, so concurrency gives group commit. Leasing uses FOR UPDATE SKIP LOCKED, so nodes
+ * never hand out the same message. One more connection per node LISTENs for other nodes' changes and
+ * holds the housekeeping lock while this node leads.
+ */
+import pg from "pg";
+import { HopperError, invariant } from "../../errors.js";
+import { limits } from "../../limits.js";
+import type { Random } from "../../random.js";
+import { decodeReceipt, encodeReceipt } from "../receipts.js";
+import {
+  type DeadLetterPolicy,
+  deadLetterHeaders,
+  type LeasedMessage,
+  type MessageState,
+  type NewMessage,
+  type QueueAttributes,
+  type QueueCounters,
+  type QueueDepth,
+  type QueueKind,
+  type QueueRecord,
+  type ReceiptResult,
+  type Store,
+  type StoredMessage,
+  type StoreEvent,
+} from "../store.js";
+import { StoreEvents } from "./events.js";
+import { migrations } from "./schema.js";
+import * as sql from "./statements.js";
+
+export interface PostgresStoreOptions {
+  /** A postgres:// connection string. */
+  url: string;
+  /** The schema that holds Hopper's tables; created if missing. */
+  schema?: string;
+  /** Connections for transactions per node. */
+  poolSize?: number;
+  random: Random;
+}
+
+type Client = pg.PoolClient;
+
+interface QueueRow {
+  queue_id: number;
+  name: string;
+  kind: QueueKind;
+  attributes: QueueAttributes;
+  created_at: number;
+  published: number;
+  delivered: number;
+  redelivered: number;
+  acked: number;
+  nacked: number;
+  expired: number;
+  dead_lettered: number;
+  purged: number;
+}
+
+interface MessageRow {
+  seq: number;
+  queue_id: number;
+  id: string;
+  body: Buffer;
+  content_type: string;
+  headers: string | null;
+  key: string | null;
+  published_at: number;
+  visible_at: number;
+  delivery_count: number;
+  first_delivered_at: number | null;
+  lease_token: number | null;
+}
+
+/** Counters are spread over this many rows per queue (see schema.ts). */
+const counterShards = 16;
+/** Serializes migrations between nodes that start together: an arbitrary, fixed advisory lock key. */
+const migrationLockKey = 0x686f7070; // "hopp"
+/** Whoever holds this advisory lock leads housekeeping. */
+const leaderLockKey = 0x686f7071;
+/** Connection-level errors: the store is unreachable rather than the request wrong. */
+const unavailableCodes = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "57P01",
+  "57P02",
+  "57P03",
+]);
+
+/** bigint columns hold milliseconds, sequences and 48-bit tokens: all exact as JavaScript numbers. */
+const types = {
+  getTypeParser: ((oid: number, format?: string) =>
+    oid === pg.types.builtins.INT8
+      ? (value: string) => Number(value)
+      : pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser,
+};
+
+const schemaPattern = /^[a-z_][a-z0-9_]{0,62}$/;
+
+function toQueueRecord(row: QueueRow): QueueRecord {
+  return {
+    name: row.name,
+    kind: row.kind,
+    attributes: row.attributes,
+    createdAt: row.created_at,
+    counters: {
+      published: row.published,
+      delivered: row.delivered,
+      redelivered: row.redelivered,
+      acked: row.acked,
+      nacked: row.nacked,
+      expired: row.expired,
+      deadLettered: row.dead_lettered,
+      purged: row.purged,
+    },
+  };
+}
+
+function toStoredMessage(row: MessageRow): StoredMessage {
+  return {
+    id: row.id,
+    body: row.body,
+    contentType: row.content_type,
+    headers: row.headers ? (JSON.parse(row.headers) as Record<string, string>) : {},
+    key: row.key,
+    publishedAt: row.published_at,
+    visibleAt: row.visible_at,
+    deliveryCount: row.delivery_count,
+    firstDeliveredAt: row.first_delivered_at,
+  };
+}
+
+function notFound(name: string): HopperError {
+  return new HopperError("queue_not_found", `Queue "${name}" does not exist.`, { queue: name });
+}
+
+export class PostgresStore implements Store {
+  private readonly pool: pg.Pool;
+  private readonly random: Random;
+  readonly schema: string;
+  private readonly events: StoreEvents;
+
+  private constructor(options: PostgresStoreOptions, schema: string) {
+    this.schema = schema;
+    this.random = options.random;
+    const connection = { connectionString: options.url, options: `-c search_path=${schema}`, types };
+    this.pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10 });
+    // An idle pooled connection that the server drops must not crash the process; the next query
+    // reconnects.
+    this.pool.on("error", () => {});
+    this.events = new StoreEvents({ ...connection, channel: `hopper_${schema}`, leaderLockKey });
+  }
+
+  /** Connects, creates the schema and applies migrations, then starts listening. */
+  static async open(options: PostgresStoreOptions): Promise<PostgresStore> {
+    const schema = options.schema ?? "hopper";
+    if (!schemaPattern.test(schema)) throw new Error(`schema "${schema}" must match ${schemaPattern}`);
+    const store = new PostgresStore(options, schema);
+    try {
+      await store.migrate();
+      await store.events.start();
+    } catch (error) {
+      await store.close();
+      throw error;
+    }
+    return store;
+  }
+
+  private async migrate(): Promise<void> {
+    await this.transaction(async (client) => {
+      await client.query("SELECT pg_advisory_xact_lock($1)", [migrationLockKey]);
+      await client.query(`CREATE SCHEMA IF NOT EXISTS ${this.schema}`);
+      await client.query(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version int PRIMARY KEY, applied_at timestamptz DEFAULT now())",
+      );
+      const { rows } = await client.query<{ version: number | null }>(
+        "SELECT max(version) AS version FROM schema_migrations",
+      );
+      const applied = rows[0]?.version ?? 0;
+      for (const [index, migration] of migrations.entries()) {
+        if (index < applied) continue;
+        await client.query(migration);
+        await client.query("INSERT INTO schema_migrations (version) VALUES ($1)", [index + 1]);
+      }
+    });
+  }
+
+  /** Runs `work` in one transaction on a pooled connection; connection failures become `unavailable`. */
+  private async transaction<T>(work: (client: Client) => Promise<T>): Promise<T> {
+    let client: Client;
+    try {
+      client = await this.pool.connect();
+    } catch (error) {
+      throw new HopperError("unavailable", `PostgreSQL is not reachable: ${(error as Error).message}`);
+    }
+    let broken: Error | undefined;
+    try {
+      await client.query("BEGIN");
+      const result = await work(client);
+      await client.query("COMMIT");
+      return result;
+    } catch (error) {
+      await client.query("ROLLBACK").catch((rollbackError: Error) => {
+        broken = rollbackError;
+      });
+      if (error instanceof HopperError) throw error;
+      const code = (error as { code?: string }).code;
+      if (broken || (code !== undefined && unavailableCodes.has(code))) {
+        broken ??= error as Error;
+        throw new HopperError("unavailable", `PostgreSQL is not reachable: ${(error as Error).message}`);
+      }
+      throw error;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async ping(): Promise<void> {
+    await this.transaction((client) => client.query("SELECT 1"));
+  }
+
+  async close(): Promise<void> {
+    await this.events.stop();
+    await this.pool.end();
+  }
+
+  watch(listener: (event: StoreEvent) => void): void {
+    this.events.listen(listener);
+  }
+
+  housekeepingLeader(): Promise<boolean> {
+    return this.events.leader();
+  }
+
+  /** Queues a notification that other nodes receive when (and only if) the transaction commits. */
+  private async announce(client: Client, event: Exclude<StoreEvent, { kind: "resync" }>): Promise<void> {
+    await client.query(sql.notify, [this.events.channel, this.events.encode(event)]);
+  }
+
+  private async lockQueueShared(client: Client, name: string): Promise<number> {
+    const { rows } = await client.query<{ queue_id: number }>(sql.queueLockShared, [name]);
+    const row = rows[0];
+    if (!row) throw notFound(name);
+    return row.queue_id;
+  }
+
+  private async addCounters(client: Client, queueId: number, deltas: Partial<QueueCounters>): Promise<void> {
+    const shard = Math.floor(this.random.float() * counterShards);
+    await client.query(sql.queueAddCounters, [
+      queueId,
+      shard,
+      deltas.published ?? 0,
+      deltas.delivered ?? 0,
+      deltas.redelivered ?? 0,
+      deltas.acked ?? 0,
+      deltas.nacked ?? 0,
+      deltas.expired ?? 0,
+      deltas.deadLettered ?? 0,
+      deltas.purged ?? 0,
+    ]);
+  }
+
+  private async queueRow(client: Client | pg.Pool, name: string): Promise<QueueRow | undefined> {
+    const { rows } = await client.query<QueueRow>(sql.queueSelectByName, [name]);
+    return rows[0];
+  }
+
+  queueUpsert(params: {
+    name: string;
+    kind: QueueKind;
+    attributes: QueueAttributes;
+    now: number;
+  }): Promise<{ created: boolean; queue: QueueRecord }> {
+    return this.transaction(async (client) => {
+      const target = params.attributes.deadLetter?.queue;
+      if (target !== undefined && target !== params.name) {
+        const { rows } = await client.query(sql.queueLockShared, [target]);
+        if (rows.length === 0) {
+          throw new HopperError(
+            "dead_letter_queue_not_found",
+            `Dead-letter queue "${target}" does not exist.`,
+            {
+              queue: target,
+            },
+          );
+        }
+      }
+      const attributes = JSON.stringify(params.attributes);
+      let created = false;
+      let existing = (
+        await client.query<{ queue_id: number; kind: QueueKind }>(sql.queueLockExclusive, [params.name])
+      ).rows[0];
+      if (!existing) {
+        const { rows } = await client.query<{ n: number }>(sql.queueCount);
+        if ((rows[0]?.n ?? 0) >= limits.queuesMax) throw new HopperError("too_many_queues");
+        const inserted = await client.query(sql.queueInsert, [
+          params.name,
+          params.kind,
+          attributes,
+          params.now,
+        ]);
+        created = inserted.rows.length > 0;
+        // A concurrent create won the name: this call becomes an update of that queue.
+        if (!created) existing = (await client.query(sql.queueLockExclusive, [params.name])).rows[0];
+      }
+      if (existing) {
+        if (existing.kind !== params.kind) {
+          throw new HopperError("queue_kind_mismatch", `Queue "${params.name}" is ${existing.kind}.`, {
+            kind: existing.kind,
+          });
+        }
+        await client.query(sql.queueUpdateAttributes, [existing.queue_id, attributes]);
+      }
+      await this.announce(client, { kind: "queue", queue: params.name });
+      const row = await this.queueRow(client, params.name);
+      invariant(row, "an upserted queue exists in its own transaction");
+      return { created, queue: toQueueRecord(row) };
+    });
+  }
+
+  async queueGet(params: { name: string }): Promise<QueueRecord | undefined> {
+    const row = await this.transaction((client) => this.queueRow(client, params.name));
+    return row && toQueueRecord(row);
+  }
+
+  async queueList(): Promise<QueueRecord[]> {
+    const { rows } = await this.transaction((client) => client.query<QueueRow>(sql.queueSelectAll));
+    return rows.map(toQueueRecord);
+  }
+
+  queueDelete(params: { name: string }): Promise<{ removed: number }> {
+    return this.transaction(async (client) => {
+      const queue = (await client.query<{ queue_id: number }>(sql.queueLockExclusive, [params.name])).rows[0];
+      if (!queue) throw notFound(params.name);
+      const sources = (
+        await client.query<{ name: string }>(sql.queueSelectDeadLetterSources, [params.name])
+      ).rows.map((row) => row.name);
+      if (sources.length > 0) {
+        throw new HopperError(
+          "queue_in_use",
+          `Queue "${params.name}" is the dead-letter queue of ${sources.join(", ")}.`,
+          { deadLetterSources: sources },
+        );
+      }
+      const removed = (await client.query(sql.messageDeleteAllOfQueue, [queue.queue_id])).rowCount ?? 0;
+      await client.query(sql.queueDelete, [queue.queue_id]);
+      await this.announce(client, { kind: "queue", queue: params.name });
+      return { removed };
+    });
+  }
+
+  queueDepth(params: { name: string; now: number }): Promise<QueueDepth> {
+    return this.transaction(async (client) => {
+      const queueId = await this.lockQueueShared(client, params.name);
+      const { rows } = await client.query<{
+        available: number;
+        delayed: number;
+        in_flight: number;
+        oldest: number | null;
+      }>(sql.messageDepth, [queueId, params.now]);
+      const row = rows[0];
+      invariant(row, "an aggregate returns one row");
+      return {
+        available: row.available,
+        delayed: row.delayed,
+        inFlight: row.in_flight,
+        oldestPublishedAt: row.oldest,
+      };
+    });
+  }
+
+  queueSend(params: { queue: string; messages: NewMessage[] }): Promise<void> {
+    return this.transaction(async (client) => {
+      const queueId = await this.lockQueueShared(client, params.queue);
+      await this.insertMessages(client, queueId, params.messages);
+      await this.addCounters(client, queueId, { published: params.messages.length });
+      await this.announce(client, { kind: "messages", queue: params.queue });
+    });
+  }
+
+  private async insertMessages(client: Client, queueId: number, messages: NewMessage[]): Promise<void> {
+    await client.query(sql.messageInsertMany, [
+      queueId,
+      messages.map((m) => m.id),
+      messages.map((m) => m.body),
+      messages.map((m) => m.contentType),
+      messages.map((m) => (Object.keys(m.headers).length > 0 ? JSON.stringify(m.headers) : null)),
+      messages.map((m) => m.key),
+      messages.map((m) => m.publishedAt),
+      messages.map((m) => m.visibleAt),
+      messages.map(() => 0),
+    ]);
+  }
+
+  /** Moves rows to the dead-letter queue as new messages there, with the headers that say why. */
+  private async deadLetterRows(
+    client: Client,
+    rows: MessageRow[],
+    sourceName: string,
+    sourceId: number,
+    policy: DeadLetterPolicy,
+    now: number,
+  ): Promise<void> {
+    if (rows.length === 0) return;
+    const targetId = (await client.query<{ queue_id: number }>(sql.queueLockShared, [policy.queue])).rows[0]
+      ?.queue_id;
+    invariant(
+      targetId !== undefined,
+      `dead-letter queue ${policy.queue} exists while ${sourceName} points at it`,
+    );
+    const moved = rows.map((row) => {
+      const message = toStoredMessage(row);
+      return {
+        ...message,
+        headers: deadLetterHeaders(message, sourceName, "max_deliveries"),
+        publishedAt: now,
+        visibleAt: now,
+      };
+    });
+    await this.insertMessages(client, targetId, moved);
+    await client.query(sql.messageDeleteMany, [rows.map((row) => row.seq)]);
+    await this.addCounters(client, sourceId, { deadLettered: rows.length });
+    await this.addCounters(client, targetId, { published: rows.length });
+    await this.announce(client, { kind: "messages", queue: policy.queue });
+  }
+
+  queueLease(params: {
+    queue: string;
+    max: number;
+    now: number;
+    leaseExpiresAt: number;
+    expiredBefore: number;
+    inFlightMax: number;
+    deadLetter: DeadLetterPolicy | null;
+  }): Promise<{ messages: LeasedMessage[]; deadLettered: number }> {
+    return this.transaction(async (client) => {
+      const queueId = await this.lockQueueShared(client, params.queue);
+      const inFlight =
+        (await client.query<{ n: number }>(sql.messageCountInFlight, [queueId, params.now])).rows[0]?.n ?? 0;
+      const wanted = Math.min(params.max, params.inFlightMax - inFlight);
+      const messages: LeasedMessage[] = [];
+      let deadLettered = 0;
+      let redelivered = 0;
+      // Each pass leases or dead-letters every row it locks, so the loop ends; the bound keeps a queue
+      // full of exhausted messages from holding one transaction for long.
+      for (let pass = 0; pass < 10 && messages.length < wanted; pass++) {
+        const { rows } = await client.query<MessageRow>(sql.messageSelectAvailableForLease, [
+          queueId,
+          params.now,
+          params.expiredBefore,
+          wanted - messages.length,
+        ]);
+        if (rows.length === 0) break;
+        const policy = params.deadLetter;
+        const exhausted = policy ? rows.filter((row) => row.delivery_count >= policy.maxDeliveries) : [];
+        if (policy && exhausted.length > 0) {
+          await this.deadLetterRows(client, exhausted, params.queue, queueId, policy, params.now);
+          deadLettered += exhausted.length;
+        }
+        const toLease = rows.filter((row) => !exhausted.includes(row));
+        if (toLease.length === 0) continue;
+        const tokens = toLease.map(() => this.random.uint48());
+        const updated = await client.query<{
+          seq: number;
+          delivery_count: number;
+          first_delivered_at: number;
+        }>(sql.messageLeaseMany, [toLease.map((row) => row.seq), tokens, params.leaseExpiresAt, params.now]);
+        const bySeq = new Map(updated.rows.map((row) => [row.seq, row]));
+        toLease.forEach((row, index) => {
+          const leased = bySeq.get(row.seq);
+          invariant(leased, "a locked row is updated");
+          if (leased.delivery_count > 1) redelivered++;
+          messages.push({
+            ...toStoredMessage(row),
+            visibleAt: params.leaseExpiresAt,
+            deliveryCount: leased.delivery_count,
+            firstDeliveredAt: leased.first_delivered_at,
+            receipt: encodeReceipt(row.seq, tokens[index] as number),
+          });
+        });
+      }
+      if (messages.length > 0)
+        await this.addCounters(client, queueId, { delivered: messages.length, redelivered });
+      return { messages, deadLettered };
+    });
+  }
+
+  /**
+   * Finds, locked, the rows whose latest lease each receipt names. A receipt that appears twice in one
+   * batch counts once; its repeat is stale, as it would be in a later call.
+   */
+  private async rowsByReceipt(
+    client: Client,
+    queueId: number,
+    receipts: string[],
+  ): Promise<{ results: ReceiptResult[]; rows: (MessageRow | undefined)[] }> {
+    const decoded = receipts.map(decodeReceipt);
+    const valid = decoded.filter((receipt) => receipt !== undefined);
+    const { rows } = await client.query<MessageRow>(sql.messageSelectByReceipts, [
+      queueId,
+      valid.map((receipt) => receipt.seq),
+      valid.map((receipt) => receipt.leaseToken),
+    ]);
+    const bySeq = new Map(rows.map((row) => [row.seq, row]));
+    const matched: (MessageRow | undefined)[] = [];
+    const results = decoded.map((receipt): ReceiptResult => {
+      if (!receipt) {
+        matched.push(undefined);
+        return { error: "invalid_receipt" };
+      }
+      const row = bySeq.get(receipt.seq);
+      if (!row || row.lease_token !== receipt.leaseToken) {
+        matched.push(undefined);
+        return { error: "stale_receipt" };
+      }
+      bySeq.delete(receipt.seq);
+      matched.push(row);
+      return { ok: true };
+    });
+    return { results, rows: matched };
+  }
+
+  queueAck(params: { queue: string; receipts: string[] }): Promise<ReceiptResult[]> {
+    return this.transaction(async (client) => {
+      const queueId = await this.lockQueueShared(client, params.queue);
+      const { results, rows } = await this.rowsByReceipt(client, queueId, params.receipts);
+      const seqs = rows.filter((row) => row !== undefined).map((row) => row.seq);
+      if (seqs.length > 0) {
+        await client.query(sql.messageDeleteMany, [seqs]);
+        await this.addCounters(client, queueId, { acked: seqs.length });
+      }
+      return results;
+    });
+  }
+
+  queueNack(params: {
+    queue: string;
+    receipts: string[];
+    now: number;
+    retryDelayMs: (deliveryCount: number) => number;
+    deadLetter: DeadLetterPolicy | null;
+  }): Promise<{ results: ReceiptResult[]; deadLettered: number }> {
+    return this.transaction(async (client) => {
+      const queueId = await this.lockQueueShared(client, params.queue);
+      const { results, rows } = await this.rowsByReceipt(client, queueId, params.receipts);
+      const found = rows.filter((row) => row !== undefined);
+      const policy = params.deadLetter;
+      const exhausted = policy ? found.filter((row) => row.delivery_count >= policy.maxDeliveries) : [];
+      const retried = found.filter((row) => !exhausted.includes(row));
+      if (policy) await this.deadLetterRows(client, exhausted, params.queue, queueId, policy, params.now);
+      if (retried.length > 0) {
+        await client.query(sql.messageReleaseMany, [
+          retried.map((row) => row.seq),
+          retried.map((row) => params.now + params.retryDelayMs(row.delivery_count)),
+        ]);
+        await this.announce(client, { kind: "messages", queue: params.queue });
+      }
+      if (found.length > 0) await this.addCounters(client, queueId, { nacked: found.length });
+      return { results, deadLettered: exhausted.length };
+    });
+  }
+
+  queueExtend(params: {
+    queue: string;
+    receipts: string[];
+    leaseExpiresAt: number;
+  }): Promise<ReceiptResult[]> {
+    return this.transaction(async (client) => {
+      const queueId = await this.lockQueueShared(client, params.queue);
+      const { results, rows } = await this.rowsByReceipt(client, queueId, params.receipts);
+      const seqs = rows.filter((row) => row !== undefined).map((row) => row.seq);
+      if (seqs.length > 0) {
+        await client.query(sql.messageExtendMany, [seqs, params.leaseExpiresAt]);
+        // A lease cut short (extend to now) hands the message back; other nodes' long polls may want it.
+        await this.announce(client, { kind: "messages", queue: params.queue });
+      }
+      return results;
+    });
+  }
+
+  queuePeek(params: {
+    queue: string;
+    state: MessageState;
+    limit: number;
+    now: number;
+  }): Promise<StoredMessage[]> {
+    return this.transaction(async (client) => {
+      const queueId = await this.lockQueueShared(client, params.queue);
+      const statement = {
+        available: sql.messagePeekAvailable,
+        delayed: sql.messagePeekDelayed,
+        "in-flight": sql.messagePeekInFlight,
+      }[params.state];
+      const { rows } = await client.query<MessageRow>(statement, [queueId, params.now, params.limit]);
+      return rows.map(toStoredMessage);
+    });
+  }
+
+  queuePurge(params: { queue: string }): Promise<{ purged: number }> {
+    return this.transaction(async (client) => {
+      const queueId = await this.lockQueueShared(client, params.queue);
+      const purged = (await client.query(sql.messageDeleteAllOfQueue, [queueId])).rowCount ?? 0;
+      await this.addCounters(client, queueId, { purged });
+      return { purged };
+    });
+  }
+
+  queueExpire(params: { queue: string; expiredBefore: number; max: number }): Promise<{ expired: number }> {
+    return this.transaction(async (client) => {
+      const queueId = await this.lockQueueShared(client, params.queue);
+      const expired =
+        (await client.query(sql.messageDeleteExpired, [queueId, params.expiredBefore, params.max]))
+          .rowCount ?? 0;
+      if (expired > 0) await this.addCounters(client, queueId, { expired });
+      return { expired };
+    });
+  }
+
+  queueDeadLetterExhausted(params: {
+    queue: string;
+    visibleFrom: number;
+    now: number;
+    max: number;
+    deadLetter: DeadLetterPolicy;
+  }): Promise<{ deadLettered: number }> {
+    return this.transaction(async (client) => {
+      const queueId = await this.lockQueueShared(client, params.queue);
+      const { rows } = await client.query<MessageRow>(sql.messageSelectExhausted, [
+        queueId,
+        params.visibleFrom,
+        params.now,
+        params.deadLetter.maxDeliveries,
+        params.max,
+      ]);
+      await this.deadLetterRows(client, rows, params.queue, queueId, params.deadLetter, params.now);
+      return { deadLettered: rows.length };
+    });
+  }
+
+  queueNextEvents(params: {
+    queue: string;
+    now: number;
+  }): Promise<{ nextVisibleAt: number | null; oldestPublishedAt: number | null }> {
+    return this.transaction(async (client) => {
+      const queue = (await client.query<{ queue_id: number }>(sql.queueLockShared, [params.queue])).rows[0];
+      if (!queue) return { nextVisibleAt: null, oldestPublishedAt: null };
+      const { rows } = await client.query<{ next: number | null; oldest: number | null }>(
+        sql.messageNextEvents,
+        [queue.queue_id, params.now],
+      );
+      return { nextVisibleAt: rows[0]?.next ?? null, oldestPublishedAt: rows[0]?.oldest ?? null };
+    });
+  }
+}

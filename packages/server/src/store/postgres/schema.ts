@@ -1,0 +1,60 @@
+/**
+ * The PostgreSQL schema, as ordered migrations applied under an advisory lock, so that nodes starting
+ * together migrate once. Tables live in their own schema (default "hopper"); every connection sets
+ * search_path to it, so statements name tables without a schema.
+ *
+ * Why this shape (details in docs/cluster.md):
+ * - messages: one row per message. A lease rewrites the row (visible_at, lease_token), an ack deletes
+ *   it. Lease expiry needs no write at all: a row with visible_at <= now is available again.
+ * - queue_counters: counters are spread over 16 rows per queue, and each transaction adds to one at
+ *   random. One row per queue would serialize every writer of the queue on its row lock until commit;
+ *   16 rows make that rare. The columns are not indexed, so the updates are HOT and leave no index
+ *   bloat, and the fillfactor leaves room in the page for them.
+ */
+export const migrations: readonly string[] = [
+  `
+  CREATE TABLE queues (
+    queue_id   bigserial PRIMARY KEY,
+    name       text NOT NULL UNIQUE,
+    kind       text NOT NULL,
+    attributes jsonb NOT NULL,
+    created_at bigint NOT NULL
+  );
+
+  CREATE TABLE queue_counters (
+    queue_id      bigint NOT NULL REFERENCES queues ON DELETE CASCADE,
+    shard         smallint NOT NULL,
+    published     bigint NOT NULL DEFAULT 0,
+    delivered     bigint NOT NULL DEFAULT 0,
+    redelivered   bigint NOT NULL DEFAULT 0,
+    acked         bigint NOT NULL DEFAULT 0,
+    nacked        bigint NOT NULL DEFAULT 0,
+    expired       bigint NOT NULL DEFAULT 0,
+    dead_lettered bigint NOT NULL DEFAULT 0,
+    purged        bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue_id, shard)
+  ) WITH (fillfactor = 50);
+
+  CREATE TABLE messages (
+    seq                bigserial PRIMARY KEY,
+    queue_id           bigint NOT NULL,
+    id                 text NOT NULL,
+    body               bytea NOT NULL,
+    content_type       text NOT NULL,
+    headers            text,
+    key                text,
+    published_at       bigint NOT NULL,
+    visible_at         bigint NOT NULL,
+    delivery_count     integer NOT NULL DEFAULT 0,
+    first_delivered_at bigint,
+    lease_token        bigint
+  );
+
+  -- Leasing scans this in visibility order; SKIP LOCKED lets concurrent nodes take different rows.
+  CREATE INDEX messages_by_visibility ON messages (queue_id, visible_at);
+  -- The oldest message's age and the retention sweep read this.
+  CREATE INDEX messages_by_publish ON messages (queue_id, published_at);
+  -- Counting in-flight messages (for the in-flight ceiling) reads only rows that were ever leased.
+  CREATE INDEX messages_leased ON messages (queue_id, visible_at) WHERE lease_token IS NOT NULL;
+  `,
+];

@@ -1,0 +1,177 @@
+/**
+ * Every SQL statement the PostgreSQL store runs, one named constant each, with what it does, its
+ * parameters ($n, in order) and what it returns. Batches travel as arrays and are expanded with
+ * unnest(), so one statement handles a whole batch in one round trip.
+ */
+
+const counterColumns = "published, delivered, redelivered, acked, nacked, expired, dead_lettered, purged";
+
+/** A queue with its counters summed over their shards. */
+const queueWithCounters = `
+  SELECT q.queue_id, q.name, q.kind, q.attributes, q.created_at,
+    coalesce(sum(c.published), 0)::float8 AS published,
+    coalesce(sum(c.delivered), 0)::float8 AS delivered,
+    coalesce(sum(c.redelivered), 0)::float8 AS redelivered,
+    coalesce(sum(c.acked), 0)::float8 AS acked,
+    coalesce(sum(c.nacked), 0)::float8 AS nacked,
+    coalesce(sum(c.expired), 0)::float8 AS expired,
+    coalesce(sum(c.dead_lettered), 0)::float8 AS dead_lettered,
+    coalesce(sum(c.purged), 0)::float8 AS purged
+  FROM queues q LEFT JOIN queue_counters c USING (queue_id)`;
+
+/** $1 name. Returns: the queue with its counters, or no row. */
+export const queueSelectByName = `${queueWithCounters} WHERE q.name = $1 GROUP BY q.queue_id`;
+
+/** Returns: every queue with its counters, by name. */
+export const queueSelectAll = `${queueWithCounters} GROUP BY q.queue_id ORDER BY q.name`;
+
+/**
+ * $1 name. Returns: { queue_id } and holds a key-share lock on the queue row until commit, so that
+ * the queue cannot be deleted under a transaction that writes its messages.
+ */
+export const queueLockShared = `SELECT queue_id FROM queues WHERE name = $1 FOR KEY SHARE`;
+
+/** $1 name. Returns: { queue_id, kind } locked for update (upsert and delete). */
+export const queueLockExclusive = `SELECT queue_id, kind FROM queues WHERE name = $1 FOR UPDATE`;
+
+/** Returns: { n } the number of queues. */
+export const queueCount = `SELECT count(*)::int AS n FROM queues`;
+
+/** $1 name, $2 kind, $3 attributes (JSON), $4 createdAt. Returns: { queue_id }, or no row if the name
+ * was taken by a concurrent create. */
+export const queueInsert = `
+  INSERT INTO queues (name, kind, attributes, created_at) VALUES ($1, $2, $3, $4)
+  ON CONFLICT (name) DO NOTHING RETURNING queue_id`;
+
+/** $1 queueId, $2 attributes (JSON). */
+export const queueUpdateAttributes = `UPDATE queues SET attributes = $2 WHERE queue_id = $1`;
+
+/** $1 name. Returns: { name } of each other queue whose dead-letter target is `name`. */
+export const queueSelectDeadLetterSources = `
+  SELECT name FROM queues WHERE attributes -> 'deadLetter' ->> 'queue' = $1 AND name <> $1`;
+
+/** $1 queueId. Deletes the queue; its counters go by cascade. */
+export const queueDelete = `DELETE FROM queues WHERE queue_id = $1`;
+
+/** $1 queueId, $2 shard, $3..$10 the counter deltas in counterColumns order. */
+export const queueAddCounters = `
+  INSERT INTO queue_counters (queue_id, shard, ${counterColumns})
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+  ON CONFLICT (queue_id, shard) DO UPDATE SET
+    published = queue_counters.published + excluded.published,
+    delivered = queue_counters.delivered + excluded.delivered,
+    redelivered = queue_counters.redelivered + excluded.redelivered,
+    acked = queue_counters.acked + excluded.acked,
+    nacked = queue_counters.nacked + excluded.nacked,
+    expired = queue_counters.expired + excluded.expired,
+    dead_lettered = queue_counters.dead_lettered + excluded.dead_lettered,
+    purged = queue_counters.purged + excluded.purged`;
+
+/** $1 queueId, $2 ids, $3 bodies, $4 contentTypes, $5 headers (JSON or NULL), $6 keys, $7 publishedAts,
+ * $8 visibleAts, $9 deliveryCounts: one array element per message. */
+export const messageInsertMany = `
+  INSERT INTO messages (queue_id, id, body, content_type, headers, key, published_at, visible_at, delivery_count)
+  SELECT $1, * FROM unnest($2::text[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::bigint[],
+    $8::bigint[], $9::int[])`;
+
+/** $1 queueId, $2 now. Returns: { n } messages in flight. */
+export const messageCountInFlight = `
+  SELECT count(*)::int AS n FROM messages
+  WHERE queue_id = $1 AND visible_at > $2 AND lease_token IS NOT NULL`;
+
+/**
+ * $1 queueId, $2 now, $3 expiredBefore, $4 limit. Returns: the next available rows in visibility order,
+ * locked; rows another transaction holds are skipped, so concurrent leases take different messages.
+ */
+export const messageSelectAvailableForLease = `
+  SELECT * FROM messages
+  WHERE queue_id = $1 AND visible_at <= $2 AND published_at > $3
+  ORDER BY visible_at
+  LIMIT $4
+  FOR UPDATE SKIP LOCKED`;
+
+/** $1 seqs, $2 tokens, $3 leaseExpiresAt, $4 now. Takes a lease on each row. Returns: seq,
+ * delivery_count, first_delivered_at after the update. */
+export const messageLeaseMany = `
+  UPDATE messages m SET
+    visible_at = $3,
+    lease_token = t.token,
+    delivery_count = m.delivery_count + 1,
+    first_delivered_at = coalesce(m.first_delivered_at, $4)
+  FROM unnest($1::bigint[], $2::bigint[]) AS t(seq, token)
+  WHERE m.seq = t.seq
+  RETURNING m.seq, m.delivery_count, m.first_delivered_at`;
+
+/** $1 queueId, $2 seqs, $3 tokens. Returns: the rows whose latest lease the (seq, token) pairs name,
+ * locked for update. */
+export const messageSelectByReceipts = `
+  SELECT m.* FROM messages m JOIN unnest($2::bigint[], $3::bigint[]) AS r(seq, token)
+    ON m.seq = r.seq AND m.lease_token = r.token
+  WHERE m.queue_id = $1
+  FOR UPDATE OF m`;
+
+/** $1 seqs. */
+export const messageDeleteMany = `DELETE FROM messages WHERE seq = ANY($1::bigint[])`;
+
+/** $1 seqs, $2 visibleAts. Ends each lease: the row waits as delayed until its visibleAt. */
+export const messageReleaseMany = `
+  UPDATE messages m SET visible_at = t.visible_at, lease_token = NULL
+  FROM unnest($1::bigint[], $2::bigint[]) AS t(seq, visible_at)
+  WHERE m.seq = t.seq`;
+
+/** $1 seqs, $2 leaseExpiresAt. Moves each lease's end. */
+export const messageExtendMany = `UPDATE messages SET visible_at = $2 WHERE seq = ANY($1::bigint[])`;
+
+/** $1 queueId. Returns: the number of rows deleted (rowCount). */
+export const messageDeleteAllOfQueue = `DELETE FROM messages WHERE queue_id = $1`;
+
+/** $1 queueId, $2 expiredBefore, $3 limit. Deletes up to `limit` messages past retention. */
+export const messageDeleteExpired = `
+  DELETE FROM messages WHERE seq IN (
+    SELECT seq FROM messages WHERE queue_id = $1 AND published_at <= $2 LIMIT $3 FOR UPDATE SKIP LOCKED)`;
+
+/** $1 queueId, $2 visibleFrom, $3 now, $4 maxDeliveries, $5 limit. Returns: rows whose lease ended in
+ * [visibleFrom, now] and that have used every delivery, locked. */
+export const messageSelectExhausted = `
+  SELECT * FROM messages
+  WHERE queue_id = $1 AND visible_at >= $2 AND visible_at <= $3
+    AND lease_token IS NOT NULL AND delivery_count >= $4
+  LIMIT $5
+  FOR UPDATE SKIP LOCKED`;
+
+/** $1 queueId, $2 now. Returns: { available, delayed, in_flight, oldest } in one pass over the queue. */
+export const messageDepth = `
+  SELECT
+    count(*) FILTER (WHERE visible_at <= $2)::int AS available,
+    count(*) FILTER (WHERE visible_at > $2 AND lease_token IS NULL)::int AS delayed,
+    count(*) FILTER (WHERE visible_at > $2 AND lease_token IS NOT NULL)::int AS in_flight,
+    min(published_at)::float8 AS oldest
+  FROM messages WHERE queue_id = $1`;
+
+/** $1 queueId, $2 now. Returns: { next, oldest }: the earliest visible_at after now and the earliest
+ * publish time, each NULL when there is none. */
+export const messageNextEvents = `
+  SELECT
+    (SELECT min(visible_at) FROM messages WHERE queue_id = $1 AND visible_at > $2)::float8 AS next,
+    (SELECT min(published_at) FROM messages WHERE queue_id = $1)::float8 AS oldest`;
+
+/** $1 queueId, $2 now, $3 limit. Peek at available messages. */
+export const messagePeekAvailable = `
+  SELECT * FROM messages WHERE queue_id = $1 AND visible_at <= $2 ORDER BY visible_at LIMIT $3`;
+
+/** $1 queueId, $2 now, $3 limit. Peek at delayed messages. */
+export const messagePeekDelayed = `
+  SELECT * FROM messages WHERE queue_id = $1 AND visible_at > $2 AND lease_token IS NULL
+  ORDER BY visible_at LIMIT $3`;
+
+/** $1 queueId, $2 now, $3 limit. Peek at in-flight messages. */
+export const messagePeekInFlight = `
+  SELECT * FROM messages WHERE queue_id = $1 AND visible_at > $2 AND lease_token IS NOT NULL
+  ORDER BY visible_at LIMIT $3`;
+
+/** $1 channel, $2 payload. Queued by PostgreSQL and delivered to listeners only if the transaction
+ * commits. */
+export const notify = `SELECT pg_notify($1, $2)`;
+
+/** $1 lock key. Returns: { locked } whether this session now holds the housekeeping lock. */
+export const leaderTryLock = `SELECT pg_try_advisory_lock($1) AS locked`;
