@@ -9,6 +9,7 @@ import { type Clock, systemClock } from "./clock.js";
 import { Metrics } from "./observability/metrics.js";
 import { buildHttpApp } from "./protocols/http/app.js";
 import { type Random, systemRandom } from "./random.js";
+import { PostgresStore } from "./store/postgres/postgres-store.js";
 import { type Durability, SqliteStore } from "./store/sqlite/sqlite-store.js";
 import type { Store } from "./store/store.js";
 
@@ -19,9 +20,13 @@ export interface ServerOptions {
   host?: string;
   /** 0 picks a free port (tests). */
   port?: number;
-  /** The SQLite file; ":memory:" for a throwaway broker. */
+  /** The SQLite file; ":memory:" for a throwaway broker. Ignored when `postgresUrl` is given. */
   dataPath: string;
   durability?: Durability;
+  /** A postgres:// URL: state lives in PostgreSQL, shared with every node given the same URL. */
+  postgresUrl?: string;
+  /** The PostgreSQL schema of Hopper's tables (default "hopper"). */
+  postgresSchema?: string;
   apiKeys?: readonly string[];
   clock?: Clock;
   random?: Random;
@@ -41,11 +46,13 @@ export interface RunningServer {
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const clock = options.clock ?? systemClock;
   const random = options.random ?? systemRandom;
-  const store = new SqliteStore({
-    path: options.dataPath,
-    durability: options.durability ?? "fsync",
-    random,
-  });
+  const store: Store = options.postgresUrl
+    ? await PostgresStore.open({
+        url: options.postgresUrl,
+        ...(options.postgresSchema && { schema: options.postgresSchema }),
+        random,
+      })
+    : new SqliteStore({ path: options.dataPath, durability: options.durability ?? "fsync", random });
   const logger = options.logLevel === false ? false : { level: options.logLevel ?? "warn" };
   const broker = new QueueBroker(store, clock, random, {
     info: () => {},

@@ -11,11 +11,21 @@ program.name("hopper").description("Hopper, a durable message broker").version("
 
 program
   .command("serve")
-  .description("run the broker on an embedded SQLite file")
+  .description("run the broker on an embedded SQLite file, or as one of many nodes over PostgreSQL")
   .option("--host <host>", "address to listen on", process.env.HOPPER_HOST ?? "127.0.0.1")
   .option("--port <port>", "port to listen on (0 picks a free one)", process.env.HOPPER_PORT ?? "7171")
   .option("--data <file>", "SQLite data file", process.env.HOPPER_DATA ?? "./hopper-data/hopper.db")
   .option("--durability <mode>", "fsync (survives power loss) or os (survives process crash)", "fsync")
+  .option(
+    "--store <url>",
+    "postgres://… to keep state in PostgreSQL instead of --data",
+    process.env.HOPPER_STORE,
+  )
+  .option(
+    "--pg-schema <schema>",
+    "PostgreSQL schema for Hopper's tables",
+    process.env.HOPPER_PG_SCHEMA ?? "hopper",
+  )
   .option("--api-key <key>", "accept this API key (repeatable; also HOPPER_API_KEYS)", collect, [])
   .option("--log-level <level>", "fatal, error, warn, info, debug", "warn")
   .action(serve);

@@ -8,6 +8,8 @@ export interface ServeFlags {
   port: string;
   data: string;
   durability: string;
+  store?: string;
+  pgSchema: string;
   apiKey: string[];
   logLevel: string;
 }
@@ -26,15 +28,22 @@ export async function serve(flags: ServeFlags): Promise<void> {
       .map((key) => key.trim())
       .filter(Boolean),
   ];
+  if (flags.store !== undefined && !/^postgres(ql)?:\/\//.test(flags.store)) {
+    throw new Error(`--store takes a postgres:// URL, not "${flags.store}"; for SQLite use --data.`);
+  }
   const dataPath = flags.data === ":memory:" ? flags.data : resolve(flags.data);
   const server = await startServer({
     host: flags.host,
     port,
     dataPath,
     durability: flags.durability as Durability,
+    ...(flags.store && { postgresUrl: flags.store, postgresSchema: flags.pgSchema }),
     apiKeys,
     logLevel: flags.logLevel,
   });
+  const store = flags.store
+    ? `PostgreSQL ${redactPassword(flags.store)} (schema ${flags.pgSchema})`
+    : `SQLite ${dataPath} (durability ${flags.durability})`;
   const auth = server.apiKeys.configured
     ? `${apiKeys.length} API key(s) configured; send Authorization: Bearer <key>`
     : "no API keys configured: serving loopback clients only (set --api-key or HOPPER_API_KEYS)";
@@ -42,7 +51,7 @@ export async function serve(flags: ServeFlags): Promise<void> {
   console.log(
     [
       `Hopper listening on ${server.url}`,
-      `  store:      SQLite ${dataPath} (durability ${flags.durability})`,
+      `  store:      ${store}`,
       `  auth:       ${auth}`,
       "  first message:",
       `    curl -X PUT ${server.url}/v1/queues/hello${curlAuth}`,
@@ -62,4 +71,15 @@ export async function serve(flags: ServeFlags): Promise<void> {
   };
   process.once("SIGINT", () => shutdown("SIGINT"));
   process.once("SIGTERM", () => shutdown("SIGTERM"));
+}
+
+/** A connection string as it may be printed: without its password. */
+function redactPassword(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return "(unparsable URL)";
+  }
 }
