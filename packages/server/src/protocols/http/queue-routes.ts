@@ -3,9 +3,10 @@
  * answer. No semantics live here.
  */
 import type { FastifyInstance } from "fastify";
+import { decodeMessageBody } from "../../broker/message-body.js";
 import type { ItemResult, OutgoingMessage, QueueBroker, SendResult } from "../../broker/queues.js";
 import { HopperError } from "../../errors.js";
-import { jsonContentType, renderLeased, renderStored } from "./render.js";
+import { renderLeased, renderStored } from "./render.js";
 import {
   AckBody,
   ExtendBody,
@@ -26,8 +27,6 @@ function renderResult(result: ItemResult | SendResult): object {
 /** Decodes the wire form of each message; a malformed item fails the whole request, unchanged. */
 function toOutgoing(messages: SendBody["messages"]): OutgoingMessage[] {
   return messages.map((message, index) => {
-    const fail = (text: string) =>
-      new HopperError("invalid_request", `messages[${index}]: ${text}`, { index });
     if (message.dedupId !== undefined || message.priority !== undefined) {
       throw new HopperError(
         "not_implemented",
@@ -37,31 +36,8 @@ function toOutgoing(messages: SendBody["messages"]): OutgoingMessage[] {
         },
       );
     }
-    const hasBody = message.body !== undefined;
-    if (hasBody === (message.bodyBase64 !== undefined))
-      throw fail("give exactly one of body and bodyBase64.");
-    let body: Buffer;
-    let contentType: string;
-    if (hasBody) {
-      if (message.contentType !== undefined && message.contentType !== jsonContentType) {
-        throw fail(`a JSON body has contentType ${jsonContentType}; send other types as bodyBase64.`);
-      }
-      body = Buffer.from(JSON.stringify(message.body), "utf8");
-      contentType = jsonContentType;
-    } else {
-      body = Buffer.from(message.bodyBase64 as string, "base64");
-      contentType = message.contentType ?? "application/octet-stream";
-      if (contentType === jsonContentType) {
-        try {
-          JSON.parse(body.toString("utf8"));
-        } catch {
-          throw fail("bodyBase64 with contentType application/json must decode to valid JSON.");
-        }
-      }
-    }
     return {
-      body,
-      contentType,
+      ...decodeMessageBody(message, `messages[${index}]`),
       ...(message.headers && { headers: message.headers }),
       ...(message.key !== undefined && { key: message.key }),
       ...(message.delayMs !== undefined && { delayMs: message.delayMs }),

@@ -2,9 +2,8 @@
  * How messages look on the wire: a JSON body is returned as the JSON value it was sent as; any other
  * content type as base64. Times are ISO-8601.
  */
+import { jsonContentType } from "../../broker/message-body.js";
 import type { LeasedMessage, StoredMessage } from "../../store/store.js";
-
-export const jsonContentType = "application/json";
 
 function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();

@@ -10,7 +10,7 @@ import type { StoreEvent } from "../store.js";
 import * as sql from "./statements.js";
 
 export interface StoreEventsOptions extends pg.ClientConfig {
-  channel: string;
+  schema: string;
   leaderLockKey: number;
 }
 
@@ -19,10 +19,21 @@ const reconnectDelayMsMin = 100;
 const reconnectDelayMsMax = 5_000;
 
 interface Payload {
-  /** The node that committed the change. */
+  /** The node (or "app", for an application's own transaction) that committed the change. */
   n: string;
   k: "messages" | "queue";
   q: string;
+}
+
+/** The NOTIFY channel of the broker nodes that share one schema. */
+export function channelFor(schema: string): string {
+  return `hopper_${schema}`;
+}
+
+/** The NOTIFY payload of one change, committed by `nodeId`. */
+export function encodeEvent(nodeId: string, event: Exclude<StoreEvent, { kind: "resync" }>): string {
+  const payload: Payload = { n: nodeId, k: event.kind, q: event.queue };
+  return JSON.stringify(payload);
 }
 
 export class StoreEvents {
@@ -36,7 +47,7 @@ export class StoreEvents {
   private reconnectTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: StoreEventsOptions) {
-    this.channel = options.channel;
+    this.channel = channelFor(options.schema);
   }
 
   async start(): Promise<void> {
@@ -69,8 +80,7 @@ export class StoreEvents {
   }
 
   encode(event: Exclude<StoreEvent, { kind: "resync" }>): string {
-    const payload: Payload = { n: this.nodeId, k: event.kind, q: event.queue };
-    return JSON.stringify(payload);
+    return encodeEvent(this.nodeId, event);
   }
 
   /** Whether this session holds the housekeeping lock, taking it if it is free. */

@@ -142,16 +142,27 @@ export class PostgresStore implements Store {
   private readonly random: Random;
   readonly schema: string;
   private readonly events: StoreEvents;
+  /** The statements that name their schema, bound to this store's. */
+  private readonly statements: {
+    queueLockShared: string;
+    queueAddCounters: string;
+    messageInsertMany: string;
+  };
 
   private constructor(options: PostgresStoreOptions, schema: string) {
     this.schema = schema;
     this.random = options.random;
+    this.statements = {
+      queueLockShared: sql.queueLockSharedIn(schema),
+      queueAddCounters: sql.queueAddCountersIn(schema),
+      messageInsertMany: sql.messageInsertManyIn(schema),
+    };
     const connection = { connectionString: options.url, options: `-c search_path=${schema}`, types };
     this.pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10 });
     // An idle pooled connection that the server drops must not crash the process; the next query
     // reconnects.
     this.pool.on("error", () => {});
-    this.events = new StoreEvents({ ...connection, channel: `hopper_${schema}`, leaderLockKey });
+    this.events = new StoreEvents({ ...connection, schema, leaderLockKey });
   }
 
   /** Connects, creates the schema and applies migrations, then starts listening. */
@@ -241,7 +252,7 @@ export class PostgresStore implements Store {
   }
 
   private async lockQueueShared(client: Client, name: string): Promise<number> {
-    const { rows } = await client.query<{ queue_id: number }>(sql.queueLockShared, [name]);
+    const { rows } = await client.query<{ queue_id: number }>(this.statements.queueLockShared, [name]);
     const row = rows[0];
     if (!row) throw notFound(name);
     return row.queue_id;
@@ -249,7 +260,7 @@ export class PostgresStore implements Store {
 
   private async addCounters(client: Client, queueId: number, deltas: Partial<QueueCounters>): Promise<void> {
     const shard = Math.floor(this.random.float() * counterShards);
-    await client.query(sql.queueAddCounters, [
+    await client.query(this.statements.queueAddCounters, [
       queueId,
       shard,
       deltas.published ?? 0,
@@ -277,7 +288,7 @@ export class PostgresStore implements Store {
     return this.transaction(async (client) => {
       const target = params.attributes.deadLetter?.queue;
       if (target !== undefined && target !== params.name) {
-        const { rows } = await client.query(sql.queueLockShared, [target]);
+        const { rows } = await client.query(this.statements.queueLockShared, [target]);
         if (rows.length === 0) {
           throw new HopperError(
             "dead_letter_queue_not_found",
@@ -382,7 +393,7 @@ export class PostgresStore implements Store {
   }
 
   private async insertMessages(client: Client, queueId: number, messages: NewMessage[]): Promise<void> {
-    await client.query(sql.messageInsertMany, [
+    await client.query(this.statements.messageInsertMany, [
       queueId,
       messages.map((m) => m.id),
       messages.map((m) => m.body),
@@ -405,8 +416,9 @@ export class PostgresStore implements Store {
     now: number,
   ): Promise<void> {
     if (rows.length === 0) return;
-    const targetId = (await client.query<{ queue_id: number }>(sql.queueLockShared, [policy.queue])).rows[0]
-      ?.queue_id;
+    const targetId = (
+      await client.query<{ queue_id: number }>(this.statements.queueLockShared, [policy.queue])
+    ).rows[0]?.queue_id;
     invariant(
       targetId !== undefined,
       `dead-letter queue ${policy.queue} exists while ${sourceName} points at it`,
@@ -645,7 +657,9 @@ export class PostgresStore implements Store {
     now: number;
   }): Promise<{ nextVisibleAt: number | null; oldestPublishedAt: number | null }> {
     return this.transaction(async (client) => {
-      const queue = (await client.query<{ queue_id: number }>(sql.queueLockShared, [params.queue])).rows[0];
+      const queue = (
+        await client.query<{ queue_id: number }>(this.statements.queueLockShared, [params.queue])
+      ).rows[0];
       if (!queue) return { nextVisibleAt: null, oldestPublishedAt: null };
       const { rows } = await client.query<{ next: number | null; oldest: number | null }>(
         sql.messageNextEvents,

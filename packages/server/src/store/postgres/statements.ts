@@ -26,10 +26,13 @@ export const queueSelectByName = `${queueWithCounters} WHERE q.name = $1 GROUP B
 export const queueSelectAll = `${queueWithCounters} GROUP BY q.queue_id ORDER BY q.name`;
 
 /**
- * $1 name. Returns: { queue_id } and holds a key-share lock on the queue row until commit, so that
- * the queue cannot be deleted under a transaction that writes its messages.
+ * $1 name. Returns: { queue_id, attributes } and holds a key-share lock on the queue row until
+ * commit, so that the queue cannot be deleted under a transaction that writes its messages.
+ * Statements that an application runs in its own transaction (sendInTransaction) name their schema,
+ * since the application's search_path is its own; they are functions of it.
  */
-export const queueLockShared = `SELECT queue_id FROM queues WHERE name = $1 FOR KEY SHARE`;
+export const queueLockSharedIn = (schema: string) =>
+  `SELECT queue_id, attributes FROM "${schema}".queues WHERE name = $1 FOR KEY SHARE`;
 
 /** $1 name. Returns: { queue_id, kind } locked for update (upsert and delete). */
 export const queueLockExclusive = `SELECT queue_id, kind FROM queues WHERE name = $1 FOR UPDATE`;
@@ -54,8 +57,8 @@ export const queueSelectDeadLetterSources = `
 export const queueDelete = `DELETE FROM queues WHERE queue_id = $1`;
 
 /** $1 queueId, $2 shard, $3..$10 the counter deltas in counterColumns order. */
-export const queueAddCounters = `
-  INSERT INTO queue_counters (queue_id, shard, ${counterColumns})
+export const queueAddCountersIn = (schema: string) => `
+  INSERT INTO "${schema}".queue_counters AS queue_counters (queue_id, shard, ${counterColumns})
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
   ON CONFLICT (queue_id, shard) DO UPDATE SET
     published = queue_counters.published + excluded.published,
@@ -69,8 +72,8 @@ export const queueAddCounters = `
 
 /** $1 queueId, $2 ids, $3 bodies, $4 contentTypes, $5 headers (JSON or NULL), $6 keys, $7 publishedAts,
  * $8 visibleAts, $9 deliveryCounts: one array element per message. */
-export const messageInsertMany = `
-  INSERT INTO messages (queue_id, id, body, content_type, headers, key, published_at, visible_at, delivery_count)
+export const messageInsertManyIn = (schema: string) => `
+  INSERT INTO "${schema}".messages (queue_id, id, body, content_type, headers, key, published_at, visible_at, delivery_count)
   SELECT $1, * FROM unnest($2::text[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::bigint[],
     $8::bigint[], $9::int[])`;
 

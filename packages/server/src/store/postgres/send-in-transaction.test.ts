@@ -1,0 +1,112 @@
+/**
+ * Enqueue inside the application's transaction, against a real broker node over PostgreSQL: commit
+ * delivers (and wakes a waiting consumer), rollback never delivers, bad input writes nothing.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { HopperClient } from "@hopper/client";
+import pg from "pg";
+import { HopperError } from "../../errors.js";
+import { type RunningServer, startServer } from "../../server.js";
+import { sendInTransaction } from "./send-in-transaction.js";
+
+const url = process.env.HOPPER_TEST_PG_URL;
+
+if (!url) {
+  test("sendInTransaction", {
+    skip: "HOPPER_TEST_PG_URL is not set: no PostgreSQL to test against",
+  }, () => {});
+} else {
+  describe("sendInTransaction", () => {
+    const schema = `hopper_tx_${process.pid}`;
+    let server: RunningServer;
+    let client: HopperClient;
+    let app: pg.Client;
+
+    before(async () => {
+      server = await startServer({
+        dataPath: ":memory:",
+        postgresUrl: url,
+        postgresSchema: schema,
+        port: 0,
+        logLevel: false,
+      });
+      client = new HopperClient({ url: server.url });
+      await client.putQueue("emails", { maxMessageBytes: 64 });
+      app = new pg.Client({ connectionString: url });
+      await app.connect();
+      await app.query("CREATE TEMP TABLE orders (id int)");
+    });
+
+    after(async () => {
+      await app?.end();
+      await server?.close();
+      const admin = new pg.Client({ connectionString: url });
+      await admin.connect();
+      await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await admin.end();
+    });
+
+    test("commit makes the message visible and wakes a consumer already waiting", async () => {
+      await app.query("BEGIN");
+      await app.query("INSERT INTO orders VALUES (1)");
+      const [sent] = await sendInTransaction(
+        app,
+        "emails",
+        [{ body: { orderId: 1 }, headers: { traceparent: "00-a-b-01" } }],
+        {
+          schema,
+        },
+      );
+      assert.ok(sent);
+      assert.deepEqual(await client.receive("emails", { waitMs: 0 }), [], "invisible before commit");
+      const waiting = client.receive("emails", { waitMs: 10_000 });
+      const startedAt = Date.now();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await app.query("COMMIT");
+      const [received] = await waiting;
+      assert.ok(received, "delivered after commit");
+      assert.ok(Date.now() - startedAt < 5_000, "woken by the commit, not by the end of the wait");
+      assert.equal(received.id, sent.id);
+      assert.deepEqual(received.body, { orderId: 1 });
+      assert.equal(received.headers.traceparent, "00-a-b-01");
+      await client.ack("emails", [received.receipt]);
+    });
+
+    test("rollback never delivers and counts nothing", async () => {
+      const before = (await client.getQueue("emails")).stats.published;
+      await app.query("BEGIN");
+      await sendInTransaction(
+        app,
+        "emails",
+        [{ body: "never" }, { bodyBase64: "aGk=", contentType: "text/plain" }],
+        {
+          schema,
+        },
+      );
+      await app.query("ROLLBACK");
+      assert.deepEqual(await client.receive("emails", { waitMs: 300 }), []);
+      const { stats } = await client.getQueue("emails");
+      assert.equal(stats.published, before);
+      assert.equal(stats.available + stats.delayed + stats.inFlight, 0);
+    });
+
+    test("an invalid message throws and writes nothing; the application's transaction goes on", async () => {
+      await app.query("BEGIN");
+      await app.query("INSERT INTO orders VALUES (2)");
+      await assert.rejects(
+        sendInTransaction(app, "emails", [{ body: "fine" }, { body: "x".repeat(100) }], { schema }),
+        (error: unknown) => error instanceof HopperError && error.code === "message_too_large",
+      );
+      await assert.rejects(
+        sendInTransaction(app, "missing", [{ body: 1 }], { schema }),
+        (error: unknown) => error instanceof HopperError && error.code === "queue_not_found",
+      );
+      await app.query("COMMIT");
+      const { rows } = await app.query("SELECT count(*)::int AS n FROM orders WHERE id = 2");
+      assert.equal(rows[0].n, 1, "the application's own write committed");
+      const { stats } = await client.getQueue("emails");
+      assert.equal(stats.available, 0, "the valid neighbour of the invalid message was not stored");
+    });
+  });
+}
