@@ -1,0 +1,108 @@
+/**
+ * One consumer with a credit of unacked messages: it long-polls for at most min(100, free credit),
+ * hands each message to the workload, and acks it through `ackLater` (coalesced). Credit comes back
+ * when the server confirms the ack, so "unacked" means exactly what the server still holds leased.
+ */
+
+import { performance } from "node:perf_hooks";
+import { type HopperClient, isItemError, type ReceivedMessage } from "@hopper/client";
+import { receiveMessagesMax, receiveWaitMs } from "./limits.js";
+import { Wakeup } from "./progress.js";
+
+export interface CreditConsumerOptions {
+  client: HopperClient;
+  queue: string;
+  /** Unacked messages the consumer may hold at once. */
+  creditMax: number;
+  /** Called for each message as it arrives, with the time its receive answered. */
+  onMessage: (message: ReceivedMessage, receivedAtMs: number) => void;
+}
+
+export class CreditConsumer {
+  received = 0;
+  acked = 0;
+  /** Acks the server refused (stale_receipt: the lease ended and the message may come again). */
+  ackErrors = 0;
+  lastAckAtMs = Number.NaN;
+  /** Notified after each receive answer and each ack answer, for workloads that wait for the end. */
+  readonly activity = new Wakeup();
+  private unacked = 0;
+  private readonly creditFreed = new Wakeup();
+  private readonly stopping = new AbortController();
+  private failure: unknown;
+  private readonly loop: Promise<void>;
+
+  constructor(private readonly options: CreditConsumerOptions) {
+    this.loop = this.run();
+  }
+
+  /** Ends the long poll in progress and resolves once the loop has returned; rethrows its failure. */
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    this.creditFreed.notify();
+    await this.loop;
+    if (this.failure !== undefined) throw this.failure;
+  }
+
+  /** Rejects as soon as receiving or acking fails, so a workload can race it against its own end. */
+  get failed(): Promise<never> {
+    return this.loop.then(() => {
+      if (this.failure !== undefined) throw this.failure;
+      return new Promise<never>(() => {});
+    });
+  }
+
+  private async run(): Promise<void> {
+    const { client, queue, creditMax, onMessage } = this.options;
+    const signal = this.stopping.signal;
+    while (!signal.aborted && this.failure === undefined) {
+      const freeCredit = creditMax - this.unacked;
+      if (freeCredit <= 0) {
+        await this.creditFreed.wait();
+        continue;
+      }
+      let messages: ReceivedMessage[];
+      try {
+        messages = await client.receive(queue, {
+          max: Math.min(receiveMessagesMax, freeCredit),
+          waitMs: receiveWaitMs,
+          signal,
+        });
+      } catch (error) {
+        if (!signal.aborted) this.failure = error;
+        return;
+      }
+      const receivedAtMs = performance.now();
+      for (const message of messages) {
+        this.received++;
+        this.unacked++;
+        try {
+          onMessage(message, receivedAtMs);
+        } catch (error) {
+          this.failure = error;
+          return;
+        }
+        this.ack(message.receipt);
+      }
+      this.activity.notify();
+    }
+  }
+
+  private ack(receipt: string): void {
+    this.options.client.ackLater(this.options.queue, receipt).then(
+      (result) => {
+        if (isItemError(result)) this.ackErrors++;
+        else this.acked++;
+        this.unacked--;
+        this.lastAckAtMs = performance.now();
+        this.creditFreed.notify();
+        this.activity.notify();
+      },
+      (error: unknown) => {
+        this.failure ??= error;
+        this.creditFreed.notify();
+        this.activity.notify();
+      },
+    );
+  }
+}

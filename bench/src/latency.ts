@@ -1,0 +1,148 @@
+/**
+ * W2, latency at a fixed rate: messages are published on a schedule (open loop), each carrying the
+ * time it was MEANT to be sent. Latency is measured from that intended time, so when the server or the
+ * load generator stalls, the messages that should have gone out during the stall show the wait as
+ * latency instead of silently not being sent (no coordinated omission).
+ */
+
+import { performance } from "node:perf_hooks";
+import type { HopperClient } from "@hopper/client";
+import { benchBody, readBenchBody } from "./bench-message.js";
+import { CreditConsumer } from "./credit-consumer.js";
+import { consumerUnackedMax, latencyDrainMs, progressStallMs, scheduleLeadMs } from "./limits.js";
+import { Wakeup, withWatchdog } from "./progress.js";
+import {
+  type CpuShares,
+  countsSince,
+  measureCpu,
+  type Percentiles,
+  percentiles,
+  type RequestCounter,
+  type RequestKind,
+} from "./statistics.js";
+
+export interface LatencyResult {
+  ratePerSecond: number;
+  seconds: number;
+  messages: number;
+  /** Intended send time → the consumer's receive answered, in ms. */
+  endToEndMs: Percentiles;
+  /** Intended send time → the publish was confirmed (durable), in ms. */
+  confirmMs: Percentiles;
+  /** How late the load generator itself issued a publish, at worst, in ms (already part of the above). */
+  scheduleLagMsMax: number;
+  duplicates: number;
+  /** HTTP requests of each kind made during the workload, and how long it ran (schedule and drain). */
+  requests: Record<RequestKind, number>;
+  elapsedMs: number;
+  cpu: CpuShares;
+}
+
+export async function runLatency(params: {
+  client: HopperClient;
+  serverUrl: string;
+  requestCounter: RequestCounter;
+  queue: string;
+  ratePerSecond: number;
+  seconds: number;
+  bodyBytes: number;
+}): Promise<LatencyResult> {
+  const { client, queue, ratePerSecond, seconds, bodyBytes } = params;
+  await client.putQueue(queue);
+  const messages = Math.round(ratePerSecond * seconds);
+  const intervalMs = 1000 / ratePerSecond;
+  const endToEndSamples: number[] = [];
+  const confirmSamples: number[] = [];
+  const delivered = new Uint8Array(messages);
+  let duplicates = 0;
+
+  const consumer = new CreditConsumer({
+    client,
+    queue,
+    creditMax: consumerUnackedMax,
+    onMessage: (message, receivedAtMs) => {
+      const { seq, intendedAtMs } = readBenchBody(message.body);
+      if (!(seq >= 0 && seq < messages)) throw new Error(`received sequence number ${seq} out of range`);
+      if (delivered[seq] === 1) {
+        duplicates++;
+        return;
+      }
+      delivered[seq] = 1;
+      endToEndSamples.push(receivedAtMs - intendedAtMs);
+    },
+  });
+
+  const requestsBefore = params.requestCounter.snapshot();
+  const cpu = await measureCpu(params.serverUrl);
+  const startedAtMs = performance.now();
+  const scheduleStartMs = startedAtMs + scheduleLeadMs;
+  let issued = 0;
+  let confirmed = 0;
+  let scheduleLagMsMax = 0;
+  let publishFailure: unknown;
+  const confirmArrived = new Wakeup();
+
+  // Each tick issues every publish whose intended time has come, then sleeps until the next one.
+  // A late tick sends the overdue ones together, still stamped with their own intended times.
+  const publishDue = (): void => {
+    const now = performance.now();
+    while (issued < messages && scheduleStartMs + issued * intervalMs <= now) {
+      const seq = issued++;
+      const intendedAtMs = scheduleStartMs + seq * intervalMs;
+      scheduleLagMsMax = Math.max(scheduleLagMsMax, now - intendedAtMs);
+      client.publish(queue, { body: benchBody(seq, intendedAtMs, bodyBytes) }).then(
+        () => {
+          confirmSamples.push(performance.now() - intendedAtMs);
+          confirmed++;
+          confirmArrived.notify();
+        },
+        (error: unknown) => {
+          publishFailure ??= error;
+          confirmArrived.notify();
+        },
+      );
+    }
+    if (issued < messages) {
+      setTimeout(publishDue, Math.max(0, scheduleStartMs + issued * intervalMs - performance.now()));
+    }
+  };
+  setTimeout(publishDue, scheduleLeadMs);
+
+  const produce = async (): Promise<void> => {
+    while (confirmed < messages) {
+      if (publishFailure !== undefined) throw publishFailure;
+      await confirmArrived.wait();
+    }
+  };
+  const consume = async (): Promise<void> => {
+    while (endToEndSamples.length < messages || consumer.acked + consumer.ackErrors < consumer.received) {
+      await consumer.activity.wait();
+    }
+  };
+  await withWatchdog(
+    {
+      workload: "W2 latency",
+      deadlineMs: seconds * 1000 + latencyDrainMs,
+      stallMs: progressStallMs,
+      progress: () => issued + confirmed + consumer.received,
+      describe: () =>
+        `${issued}/${messages} issued, ${confirmed} confirmed, ${endToEndSamples.length} delivered, ` +
+        `${consumer.acked} acked`,
+    },
+    Promise.race([Promise.all([produce(), consume()]), consumer.failed]),
+  );
+  await consumer.stop();
+  const elapsedMs = performance.now() - startedAtMs;
+  return {
+    ratePerSecond,
+    seconds,
+    messages,
+    endToEndMs: percentiles(endToEndSamples),
+    confirmMs: percentiles(confirmSamples),
+    scheduleLagMsMax,
+    duplicates,
+    requests: countsSince(requestsBefore, params.requestCounter.snapshot()),
+    elapsedMs,
+    cpu: await cpu.finish(),
+  };
+}

@@ -1,0 +1,56 @@
+// Every bound the benchmark keeps, in one place, each with the reason for its value.
+
+// The workloads.
+
+/** W1's producer keeps this many publishes unconfirmed: ten full send requests of 100. */
+export const producerUnconfirmedMax = 1000;
+/** The consumer holds this many unacked messages: a typical prefetch, above one full receive of 100. */
+export const consumerUnackedMax = 256;
+/** The server answers at most 100 messages per receive (API.md). */
+export const receiveMessagesMax = 100;
+/** The consumer's long poll: long enough not to spin when idle, short enough that stopping is quick. */
+export const receiveWaitMs = 1000;
+/** W2's first message is scheduled this far ahead, so setting up the timer does not count as lag. */
+export const scheduleLeadMs = 20;
+
+// Deadlines: every workload ends, on success or with a message that says where it stood.
+
+/** A healthy run moves messages every millisecond; ten seconds without any movement is a stall. */
+export const progressStallMs = 10_000;
+/** How often the watchdog looks: fine enough for second-scale bounds, cheap enough to be invisible. */
+export const watchdogIntervalMs = 250;
+/** W1 may take this long plus `throughputDeadlineMsPerMessage` per message: at 500 msg/s, eight
+ * times below a healthy run on a 2-core machine, 50,000 messages still finish in time. */
+export const throughputDeadlineMsBase = 30_000;
+export const throughputDeadlineMsPerMessage = 2;
+/** W2's messages still in flight when the schedule ends must all arrive within this. */
+export const latencyDrainMs = 30_000;
+
+// The server process.
+
+/** A cold start (loading Fastify and SQLite, migrating the file) takes seconds on a busy machine. */
+export const serverStartTimeoutMs = 20_000;
+/** A graceful stop drains HTTP and closes the store; after this the server is killed instead. */
+export const serverStopTimeoutMs = 10_000;
+/** Only the end of the server's stderr explains a crash; keeping more would grow without bound. */
+export const serverStderrTailBytesMax = 16 * 1024;
+
+// The fsync probe.
+
+/** One 4 KiB block per flush, as in DESIGN.md §12's measurement of the disk. */
+export const probeWriteBytes = 4096;
+/** Bounds the probe loop even if the clock misbehaved: no disk does a million flushes in a second. */
+export const probeFlushesMax = 1_000_000;
+
+// The command line.
+
+/** The smallest body that still holds the sequence number and intended send time. */
+export const bodyBytesMin = 64;
+/** The server's ceiling for one message body (limits.messageBytesMax). */
+export const bodyBytesMax = 1024 * 1024;
+/** Every per-message array and bitmap is sized by this; ten million stays well inside memory. */
+export const messagesMax = 10_000_000;
+/** Above this, the load generator's timer resolution, not the server, would set the schedule. */
+export const ratePerSecondMax = 100_000;
+/** An hour is already far beyond what a benchmark run should take. */
+export const latencySecondsMax = 3600;
