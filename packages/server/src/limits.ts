@@ -30,6 +30,8 @@ export const limits = {
   headerNameLengthMax: 128,
   headerValueLengthMax: 4096,
   keyLengthMax: 128,
+  /** Routing keys and binding patterns: AMQP's short-string limit, so AMQP clients fit. */
+  routingKeyLengthMax: 255,
   dedupIdLengthMax: 128,
   contentTypeLengthMax: 128,
 

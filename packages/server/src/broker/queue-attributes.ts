@@ -5,7 +5,7 @@
  */
 import { HopperError } from "../errors.js";
 import { limits, queueDefaults } from "../limits.js";
-import type { QueueAttributes, QueueKind, RetryPolicy } from "../store/store.js";
+import type { DeadLetterTarget, QueueAttributes, QueueKind, RetryPolicy } from "../store/store.js";
 
 /** The attributes as the API accepts them (API.md "Queues"). */
 export interface QueueAttributesInput {
@@ -15,7 +15,10 @@ export interface QueueAttributesInput {
   delayMs?: number;
   receiveWaitMs?: number;
   maxMessageBytes?: number;
-  deadLetter?: { queue: string; maxDeliveries: number } | null;
+  deadLetter?:
+    | { queue: string; maxDeliveries: number }
+    | { exchange: string; routingKey?: string; maxDeliveries: number }
+    | null;
   retry?: Partial<RetryPolicy>;
   maxDepth?: number;
   overflow?: "reject" | "drop-oldest" | "dead-letter-oldest";
@@ -76,7 +79,10 @@ export function resolveAttributes(
     delayMs: input.delayMs ?? current.delayMs,
     receiveWaitMs: input.receiveWaitMs ?? current.receiveWaitMs,
     maxMessageBytes: input.maxMessageBytes ?? current.maxMessageBytes,
-    deadLetter: input.deadLetter === undefined ? current.deadLetter : input.deadLetter,
+    deadLetter:
+      input.deadLetter === undefined
+        ? current.deadLetter
+        : input.deadLetter && resolveDeadLetter(queueName, input.deadLetter),
     retry: { ...current.retry, ...input.retry },
   };
   checkRange("visibilityTimeoutMs", next.visibilityTimeoutMs, 0, limits.visibilityTimeoutMsMax);
@@ -93,13 +99,26 @@ export function resolveAttributes(
   }
   if (next.deadLetter) {
     checkRange("deadLetter.maxDeliveries", next.deadLetter.maxDeliveries, 1, limits.maxDeliveriesMax);
-    if (next.deadLetter.queue === queueName) {
+    if ("queue" in next.deadLetter && next.deadLetter.queue === queueName) {
       throw new HopperError("invalid_attribute", "A queue cannot be its own dead-letter queue.", {
         attribute: "deadLetter.queue",
       });
     }
   }
   return next;
+}
+
+/** A dead-letter exchange routes with the given key, or by default with the queue's own name. */
+function resolveDeadLetter(
+  queueName: string,
+  input: NonNullable<QueueAttributesInput["deadLetter"]>,
+): DeadLetterTarget {
+  if ("queue" in input) return { queue: input.queue, maxDeliveries: input.maxDeliveries };
+  return {
+    exchange: input.exchange,
+    routingKey: input.routingKey ?? queueName,
+    maxDeliveries: input.maxDeliveries,
+  };
 }
 
 /**

@@ -8,8 +8,10 @@ import { uuidv7Generator } from "../ids.js";
 import { limits } from "../limits.js";
 import type { Random } from "../random.js";
 import type {
+  DeadLetterRoute,
   LeasedMessage,
   MessageState,
+  NewMessage,
   QueueAttributes,
   QueueKind,
   QueueRecord,
@@ -24,6 +26,7 @@ import {
   resolveAttributes,
   retryDelayMs,
 } from "./queue-attributes.js";
+import { Router } from "./router.js";
 import { Scheduler } from "./scheduler.js";
 import { Waiters } from "./waiters.js";
 
@@ -91,6 +94,8 @@ export class QueueBroker {
     private readonly clock: Clock,
     private readonly random: Random,
     private readonly log: Logger,
+    /** Resolves dead-letter exchanges; shared with the exchange broker. */
+    readonly router: Router = new Router(store),
   ) {
     this.waiters = new Waiters(clock);
     this.scheduler = new Scheduler(clock, (queue) => this.runHousekeeping(queue));
@@ -120,6 +125,7 @@ export class QueueBroker {
       this.waiters.notifyAll();
       return;
     }
+    if (event.kind === "exchange") return;
     if (event.kind === "queue") {
       this.queues.delete(event.queue);
       this.scheduler.offer(event.queue, this.clock.now());
@@ -138,7 +144,11 @@ export class QueueBroker {
 
   async putQueue(name: string, input: QueueAttributesInput): Promise<{ created: boolean; queue: QueueInfo }> {
     checkName(name);
-    if (input.deadLetter) checkName(input.deadLetter.queue);
+    if (input.deadLetter)
+      checkName("queue" in input.deadLetter ? input.deadLetter.queue : input.deadLetter.exchange);
+    if (input.deadLetter && "routingKey" in input.deadLetter && input.deadLetter.routingKey !== undefined) {
+      checkRoutingKey(input.deadLetter.routingKey);
+    }
     const existing = await this.store.queueGet({ name });
     const kind = input.kind ?? existing?.kind ?? "standard";
     if (existing && existing.kind !== kind) {
@@ -212,38 +222,77 @@ export class QueueBroker {
    */
   async send(name: string, messages: OutgoingMessage[]): Promise<SendResult[]> {
     checkBatchSize(messages.length);
-    const queue = await this.queue(name);
+    await this.queue(name);
+    const results = await this.sendCopies(messages.map((message) => ({ message, queues: [name] })));
+    return results.map((result) => ("error" in result ? result : { id: result.id, duplicate: false }));
+  }
+
+  /**
+   * Stores a copy of each message in each of its queues, all in one transaction: an item lands in
+   * every one of its queues or, if any of them refuses it (too large for that queue, say), in none and
+   * gets its own error. Every copy of an item has the same id. This is an exchange publish's write.
+   */
+  async sendCopies(
+    items: { message: OutgoingMessage; queues: string[] }[],
+  ): Promise<({ id: string; routed: number } | { error: HopperError })[]> {
     const now = this.clock.now();
-    const results: SendResult[] = [];
-    const accepted = [];
-    let firstVisibleAt = Number.POSITIVE_INFINITY;
-    for (const message of messages) {
-      const error = checkMessage(message, queue.attributes);
-      if (error) {
-        results.push({ error });
+    const sends = new Map<string, { queue: QueueRecord; messages: NewMessage[]; firstVisibleAt: number }>();
+    const results: ({ id: string; routed: number } | { error: HopperError })[] = [];
+    for (const { message, queues } of items) {
+      const refusal = await this.refusal(message, queues);
+      if (refusal) {
+        results.push({ error: refusal });
         continue;
       }
       const id = this.newId();
-      const visibleAt = now + (message.delayMs ?? queue.attributes.delayMs);
-      firstVisibleAt = Math.min(firstVisibleAt, visibleAt);
-      accepted.push({
-        id,
-        body: message.body,
-        contentType: message.contentType,
-        headers: message.headers ?? {},
-        key: message.key ?? null,
-        publishedAt: now,
-        visibleAt,
-      });
-      results.push({ id, duplicate: false });
+      for (const name of queues) {
+        const queue = await this.queue(name);
+        const visibleAt = now + (message.delayMs ?? queue.attributes.delayMs);
+        let send = sends.get(name);
+        if (!send) {
+          send = { queue, messages: [], firstVisibleAt: visibleAt };
+          sends.set(name, send);
+        }
+        send.firstVisibleAt = Math.min(send.firstVisibleAt, visibleAt);
+        send.messages.push({
+          id,
+          body: message.body,
+          contentType: message.contentType,
+          headers: message.headers ?? {},
+          key: message.key ?? null,
+          publishedAt: now,
+          visibleAt,
+        });
+      }
+      results.push({ id, routed: queues.length });
     }
-    if (accepted.length > 0) {
-      await this.store.queueSend({ queue: name, messages: accepted });
-      if (firstVisibleAt <= now) this.waiters.notify(name);
-      else this.scheduler.offer(name, firstVisibleAt);
-      this.scheduler.offer(name, now + queue.attributes.retentionMs);
+    if (sends.size === 0) return results;
+    await this.store.queueSendMany({
+      sends: [...sends.values()].map((send) => ({ queue: send.queue.name, messages: send.messages })),
+    });
+    for (const send of sends.values()) {
+      const name = send.queue.name;
+      if (send.firstVisibleAt <= now) this.waiters.notify(name);
+      else this.scheduler.offer(name, send.firstVisibleAt);
+      this.scheduler.offer(name, now + send.queue.attributes.retentionMs);
     }
     return results;
+  }
+
+  /** Why one of `queues` would refuse the message, if any does. */
+  private async refusal(message: OutgoingMessage, queues: string[]): Promise<HopperError | undefined> {
+    for (const name of queues) {
+      let queue: QueueRecord;
+      try {
+        queue = await this.queue(name);
+      } catch (error) {
+        if (error instanceof HopperError) return error;
+        throw error;
+      }
+      const error = checkMessage(message, queue.attributes);
+      if (error) return error;
+    }
+    return undefined;
   }
 
   /**
@@ -299,6 +348,7 @@ export class QueueBroker {
     const now = this.clock.now();
     const leaseMs = visibilityTimeoutMs ?? queue.attributes.visibilityTimeoutMs;
     const leaseExpiresAt = now + leaseMs;
+    const deadLetter = await this.deadLetterRoute(queue);
     const { messages, deadLettered } = await this.store.queueLease({
       queue: queue.name,
       max,
@@ -306,10 +356,10 @@ export class QueueBroker {
       leaseExpiresAt,
       expiredBefore: now - queue.attributes.retentionMs,
       inFlightMax: limits.inFlightMax,
-      deadLetter: queue.attributes.deadLetter,
+      deadLetter,
     });
     if (messages.length > 0) this.scheduler.offer(queue.name, leaseExpiresAt);
-    this.deadLettered(queue, deadLettered);
+    this.deadLettered(deadLetter, deadLettered);
     return messages;
   }
 
@@ -326,6 +376,7 @@ export class QueueBroker {
     const queue = await this.queue(name);
     const now = this.clock.now();
     let earliestRetryMs = Number.POSITIVE_INFINITY;
+    const deadLetter = await this.deadLetterRoute(queue);
     const { results, deadLettered } = await this.store.queueNack({
       queue: name,
       receipts,
@@ -335,9 +386,9 @@ export class QueueBroker {
         earliestRetryMs = Math.min(earliestRetryMs, ms);
         return ms;
       },
-      deadLetter: queue.attributes.deadLetter,
+      deadLetter,
     });
-    this.deadLettered(queue, deadLettered);
+    this.deadLettered(deadLetter, deadLettered);
     if (earliestRetryMs === 0) this.waiters.notify(name);
     else if (Number.isFinite(earliestRetryMs)) this.scheduler.offer(name, now + earliestRetryMs);
     return results.map(toItemResult);
@@ -403,11 +454,21 @@ export class QueueBroker {
    * Messages arrived in a queue's dead-letter queue: its long polls may take them, and its timer must
    * now cover their retention, so it is looked at at once.
    */
-  private deadLettered(source: QueueRecord, count: number): void {
-    const target = source.attributes.deadLetter?.queue;
-    if (count === 0 || target === undefined) return;
-    this.waiters.notify(target);
-    this.scheduler.offer(target, this.clock.now());
+  private deadLettered(route: DeadLetterRoute | null, count: number): void {
+    if (count === 0 || !route) return;
+    for (const target of route.queues) {
+      this.waiters.notify(target);
+      this.scheduler.offer(target, this.clock.now());
+    }
+  }
+
+  /** The queues a queue's dead letters go to now: its dead-letter queue, or where its exchange routes. */
+  private async deadLetterRoute(queue: QueueRecord): Promise<DeadLetterRoute | null> {
+    const target = queue.attributes.deadLetter;
+    if (!target) return null;
+    if ("queue" in target) return { queues: [target.queue], maxDeliveries: target.maxDeliveries };
+    const queues = await this.router.route(target.exchange, target.routingKey);
+    return { queues, maxDeliveries: target.maxDeliveries };
   }
 
   private async housekeepOnce(name: string): Promise<void> {
@@ -432,7 +493,7 @@ export class QueueBroker {
     do {
       ({ expired } = await this.store.queueExpire({ queue: name, expiredBefore, max: expireBatchMax }));
     } while (expired === expireBatchMax);
-    const deadLetter = queue.attributes.deadLetter;
+    const deadLetter = await this.deadLetterRoute(queue);
     if (deadLetter) {
       let deadLettered: number;
       do {
@@ -443,7 +504,7 @@ export class QueueBroker {
           max: deadLetterBatchMax,
           deadLetter,
         }));
-        this.deadLettered(queue, deadLettered);
+        this.deadLettered(deadLetter, deadLettered);
       } while (deadLettered === deadLetterBatchMax);
     }
     this.sweptUntil.set(name, now);
@@ -457,6 +518,15 @@ function checkName(name: string): void {
     throw new HopperError("invalid_name", `"${name.slice(0, 200)}" is not a valid name.`, {
       name: name.slice(0, 200),
     });
+  }
+}
+
+export function checkRoutingKey(routingKey: string): void {
+  if (routingKey.length > limits.routingKeyLengthMax) {
+    throw new HopperError(
+      "invalid_request",
+      `Routing keys and patterns are at most ${limits.routingKeyLengthMax} characters.`,
+    );
   }
 }
 

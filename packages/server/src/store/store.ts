@@ -14,9 +14,42 @@ export interface RetryPolicy {
   jitter: "full" | "none";
 }
 
-export interface DeadLetterPolicy {
-  queue: string;
+/**
+ * Where a queue's messages go after `maxDeliveries` deliveries: a queue, or an exchange that routes
+ * them with `routingKey` (a dead-letter exchange).
+ */
+export type DeadLetterTarget =
+  | { queue: string; maxDeliveries: number }
+  | { exchange: string; routingKey: string; maxDeliveries: number };
+
+/**
+ * A dead-letter target resolved for one store call: the queues that receive a copy (none, if an
+ * exchange routes the key nowhere: the message is then dropped, and still counted as dead-lettered).
+ */
+export interface DeadLetterRoute {
+  queues: string[];
   maxDeliveries: number;
+}
+
+export type ExchangeType = "fanout" | "direct" | "topic";
+
+export interface BindingDestination {
+  kind: "queue" | "exchange";
+  name: string;
+}
+
+export interface BindingRecord {
+  destination: BindingDestination;
+  pattern: string;
+}
+
+export interface ExchangeRecord {
+  name: string;
+  type: ExchangeType;
+  /** Where messages that match no binding go, or null. */
+  alternate: string | null;
+  createdAt: number;
+  bindings: BindingRecord[];
 }
 
 /** A queue's attributes with every default applied: what the broker acts on. */
@@ -26,7 +59,7 @@ export interface QueueAttributes {
   delayMs: number;
   receiveWaitMs: number;
   maxMessageBytes: number;
-  deadLetter: DeadLetterPolicy | null;
+  deadLetter: DeadLetterTarget | null;
   retry: RetryPolicy;
 }
 
@@ -85,12 +118,14 @@ export type ReceiptResult = { ok: true } | { error: "stale_receipt" | "invalid_r
 
 /**
  * What another broker node sharing the store changed: messages of a queue may have become available
- * (a send, a nack, a hand-back), or a queue was created, updated or deleted. `resync` says changes may
+ * (a send, a nack, a hand-back), a queue was created, updated or deleted, or an exchange or its
+ * bindings changed. `resync` says changes may
  * have been missed (the store reconnected), so everything cached or waiting should look again.
  */
 export type StoreEvent =
   | { kind: "messages"; queue: string }
   | { kind: "queue"; queue: string }
+  | { kind: "exchange"; exchange: string }
   | { kind: "resync" };
 
 export interface Store {
@@ -110,8 +145,8 @@ export interface Store {
    */
   housekeepingLeader(): Promise<boolean>;
 
-  /** Creates the queue, or updates its attributes. Throws queue_kind_mismatch, too_many_queues and
-   * dead_letter_queue_not_found. */
+  /** Creates the queue, or updates its attributes. Throws queue_kind_mismatch, too_many_queues,
+   * dead_letter_queue_not_found and (for a dead-letter exchange) exchange_not_found. */
   queueUpsert(params: {
     name: string;
     kind: QueueKind;
@@ -120,13 +155,38 @@ export interface Store {
   }): Promise<{ created: boolean; queue: QueueRecord }>;
   queueGet(params: { name: string }): Promise<QueueRecord | undefined>;
   queueList(): Promise<QueueRecord[]>;
-  /** Deletes the queue and its messages; returns how many messages went with it. Throws queue_in_use
-   * when another queue dead-letters into it, queue_not_found when absent. */
+  /** Deletes the queue, its messages and the bindings to it; returns how many messages went with it.
+   * Throws queue_in_use when another queue dead-letters into it, queue_not_found when absent. */
   queueDelete(params: { name: string }): Promise<{ removed: number }>;
   queueDepth(params: { name: string; now: number }): Promise<QueueDepth>;
 
   /** Stores every message of the batch, all or none. Throws queue_not_found. */
   queueSend(params: { queue: string; messages: NewMessage[] }): Promise<void>;
+
+  /** Stores each batch in its queue, all of them or none (one exchange publish). Throws
+   * queue_not_found. */
+  queueSendMany(params: { sends: { queue: string; messages: NewMessage[] }[] }): Promise<void>;
+
+  /** Creates the exchange, or updates its alternate. Throws exchange_type_mismatch. */
+  exchangeUpsert(params: {
+    name: string;
+    type: ExchangeType;
+    alternate: string | null;
+    now: number;
+  }): Promise<{ created: boolean; exchange: ExchangeRecord }>;
+  exchangeGet(params: { name: string }): Promise<ExchangeRecord | undefined>;
+  exchangeList(): Promise<ExchangeRecord[]>;
+  /** Deletes the exchange, its bindings and the bindings to it. Throws exchange_not_found, and
+   * exchange_in_use when a queue dead-letters through it. */
+  exchangeDelete(params: { name: string }): Promise<void>;
+  /** Binds a destination to the exchange (idempotent). Throws exchange_not_found, queue_not_found. */
+  bindingUpsert(params: { exchange: string; destination: BindingDestination; pattern: string }): Promise<{
+    created: boolean;
+  }>;
+  /** Removes a binding; says whether there was one. Throws exchange_not_found. */
+  bindingDelete(params: { exchange: string; destination: BindingDestination; pattern: string }): Promise<{
+    deleted: boolean;
+  }>;
 
   /**
    * Leases up to `max` available messages in order of visibility, each until `leaseExpiresAt`, and
@@ -141,7 +201,7 @@ export interface Store {
     leaseExpiresAt: number;
     expiredBefore: number;
     inFlightMax: number;
-    deadLetter: DeadLetterPolicy | null;
+    deadLetter: DeadLetterRoute | null;
   }): Promise<{ messages: LeasedMessage[]; deadLettered: number }>;
 
   /** Deletes each message whose latest lease the receipt names. */
@@ -156,7 +216,7 @@ export interface Store {
     receipts: string[];
     now: number;
     retryDelayMs: (deliveryCount: number) => number;
-    deadLetter: DeadLetterPolicy | null;
+    deadLetter: DeadLetterRoute | null;
   }): Promise<{ results: ReceiptResult[]; deadLettered: number }>;
 
   /** Moves each named lease's expiry to `leaseExpiresAt` (a heartbeat). */
@@ -190,7 +250,7 @@ export interface Store {
     visibleFrom: number;
     now: number;
     max: number;
-    deadLetter: DeadLetterPolicy;
+    deadLetter: DeadLetterRoute;
   }): Promise<{ deadLettered: number }>;
 
   /**

@@ -21,7 +21,8 @@ const reconnectDelayMsMax = 5_000;
 interface Payload {
   /** The node (or "app", for an application's own transaction) that committed the change. */
   n: string;
-  k: "messages" | "queue";
+  k: "messages" | "queue" | "exchange";
+  /** The queue's or the exchange's name. */
   q: string;
 }
 
@@ -32,7 +33,11 @@ export function channelFor(schema: string): string {
 
 /** The NOTIFY payload of one change, committed by `nodeId`. */
 export function encodeEvent(nodeId: string, event: Exclude<StoreEvent, { kind: "resync" }>): string {
-  const payload: Payload = { n: nodeId, k: event.kind, q: event.queue };
+  const payload: Payload = {
+    n: nodeId,
+    k: event.kind,
+    q: event.kind === "exchange" ? event.exchange : event.queue,
+  };
   return JSON.stringify(payload);
 }
 
@@ -108,7 +113,11 @@ export class StoreEvents {
     }
     // This node woke its own waiters when it committed.
     if (payload.n === this.nodeId) return;
-    this.emit({ kind: payload.k, queue: payload.q });
+    this.emit(
+      payload.k === "exchange"
+        ? { kind: "exchange", exchange: payload.q }
+        : { kind: payload.k, queue: payload.q },
+    );
   }
 
   private emit(event: StoreEvent): void {

@@ -11,8 +11,11 @@ import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
 import {
-  type DeadLetterPolicy,
+  type BindingDestination,
+  type DeadLetterRoute,
   deadLetterHeaders,
+  type ExchangeRecord,
+  type ExchangeType,
   type LeasedMessage,
   type MessageState,
   type NewMessage,
@@ -130,6 +133,28 @@ function toStoredMessage(row: MessageRow): StoredMessage {
     visibleAt: row.visible_at,
     deliveryCount: row.delivery_count,
     firstDeliveredAt: row.first_delivered_at,
+  };
+}
+
+interface ExchangeRow {
+  exchange_id: number;
+  name: string;
+  type: ExchangeType;
+  alternate: string | null;
+  created_at: number;
+  bindings: { kind: BindingDestination["kind"]; name: string; pattern: string }[];
+}
+
+function toExchangeRecord(row: ExchangeRow): ExchangeRecord {
+  return {
+    name: row.name,
+    type: row.type,
+    alternate: row.alternate,
+    createdAt: row.created_at,
+    bindings: row.bindings.map((binding) => ({
+      destination: { kind: binding.kind, name: binding.name },
+      pattern: binding.pattern,
+    })),
   };
 }
 
@@ -286,19 +311,7 @@ export class PostgresStore implements Store {
     now: number;
   }): Promise<{ created: boolean; queue: QueueRecord }> {
     return this.transaction(async (client) => {
-      const target = params.attributes.deadLetter?.queue;
-      if (target !== undefined && target !== params.name) {
-        const { rows } = await client.query(this.statements.queueLockShared, [target]);
-        if (rows.length === 0) {
-          throw new HopperError(
-            "dead_letter_queue_not_found",
-            `Dead-letter queue "${target}" does not exist.`,
-            {
-              queue: target,
-            },
-          );
-        }
-      }
+      await this.checkDeadLetterTarget(client, params.name, params.attributes);
       const attributes = JSON.stringify(params.attributes);
       let created = false;
       let existing = (
@@ -358,6 +371,7 @@ export class PostgresStore implements Store {
       }
       const removed = (await client.query(sql.messageDeleteAllOfQueue, [queue.queue_id])).rowCount ?? 0;
       await client.query(sql.queueDelete, [queue.queue_id]);
+      await client.query(sql.bindingDeleteByDestination, ["queue", params.name]);
       await this.announce(client, { kind: "queue", queue: params.name });
       return { removed };
     });
@@ -384,11 +398,17 @@ export class PostgresStore implements Store {
   }
 
   queueSend(params: { queue: string; messages: NewMessage[] }): Promise<void> {
+    return this.queueSendMany({ sends: [params] });
+  }
+
+  queueSendMany(params: { sends: { queue: string; messages: NewMessage[] }[] }): Promise<void> {
     return this.transaction(async (client) => {
-      const queueId = await this.lockQueueShared(client, params.queue);
-      await this.insertMessages(client, queueId, params.messages);
-      await this.addCounters(client, queueId, { published: params.messages.length });
-      await this.announce(client, { kind: "messages", queue: params.queue });
+      for (const send of params.sends) {
+        const queueId = await this.lockQueueShared(client, send.queue);
+        await this.insertMessages(client, queueId, send.messages);
+        await this.addCounters(client, queueId, { published: send.messages.length });
+        await this.announce(client, { kind: "messages", queue: send.queue });
+      }
     });
   }
 
@@ -406,37 +426,69 @@ export class PostgresStore implements Store {
     ]);
   }
 
-  /** Moves rows to the dead-letter queue as new messages there, with the headers that say why. */
+  /**
+   * Moves rows to their dead-letter queues as new messages in each, with the headers that say why. A
+   * target queue deleted since the route was resolved is skipped; with no target left the messages are
+   * dropped, and counted as dead-lettered either way.
+   */
   private async deadLetterRows(
     client: Client,
     rows: MessageRow[],
     sourceName: string,
     sourceId: number,
-    policy: DeadLetterPolicy,
+    route: DeadLetterRoute,
     now: number,
   ): Promise<void> {
     if (rows.length === 0) return;
-    const targetId = (
-      await client.query<{ queue_id: number }>(this.statements.queueLockShared, [policy.queue])
-    ).rows[0]?.queue_id;
-    invariant(
-      targetId !== undefined,
-      `dead-letter queue ${policy.queue} exists while ${sourceName} points at it`,
-    );
     const moved = rows.map((row) => {
       const message = toStoredMessage(row);
-      return {
-        ...message,
-        headers: deadLetterHeaders(message, sourceName, "max_deliveries"),
-        publishedAt: now,
-        visibleAt: now,
-      };
+      const headers = deadLetterHeaders(message, sourceName, "max_deliveries");
+      return { ...message, headers, publishedAt: now, visibleAt: now };
     });
-    await this.insertMessages(client, targetId, moved);
+    for (const name of route.queues) {
+      const targetId = (await client.query<{ queue_id: number }>(this.statements.queueLockShared, [name]))
+        .rows[0]?.queue_id;
+      if (targetId === undefined) continue;
+      await this.insertMessages(client, targetId, moved);
+      await this.addCounters(client, targetId, { published: rows.length });
+      await this.announce(client, { kind: "messages", queue: name });
+    }
     await client.query(sql.messageDeleteMany, [rows.map((row) => row.seq)]);
     await this.addCounters(client, sourceId, { deadLettered: rows.length });
-    await this.addCounters(client, targetId, { published: rows.length });
-    await this.announce(client, { kind: "messages", queue: policy.queue });
+  }
+
+  /** A queue's dead-letter target must exist when it is set: a queue, or an exchange. */
+  private async checkDeadLetterTarget(
+    client: Client,
+    queueName: string,
+    attributes: QueueAttributes,
+  ): Promise<void> {
+    const target = attributes.deadLetter;
+    if (!target) return;
+    if ("queue" in target) {
+      if (target.queue === queueName) return;
+      const { rows } = await client.query(this.statements.queueLockShared, [target.queue]);
+      if (rows.length === 0) {
+        throw new HopperError(
+          "dead_letter_queue_not_found",
+          `Dead-letter queue "${target.queue}" does not exist.`,
+          {
+            queue: target.queue,
+          },
+        );
+      }
+    } else {
+      const { rows } = await client.query(sql.exchangeLockShared, [target.exchange]);
+      if (rows.length === 0) {
+        throw new HopperError(
+          "exchange_not_found",
+          `Dead-letter exchange "${target.exchange}" does not exist.`,
+          {
+            exchange: target.exchange,
+          },
+        );
+      }
+    }
   }
 
   queueLease(params: {
@@ -446,7 +498,7 @@ export class PostgresStore implements Store {
     leaseExpiresAt: number;
     expiredBefore: number;
     inFlightMax: number;
-    deadLetter: DeadLetterPolicy | null;
+    deadLetter: DeadLetterRoute | null;
   }): Promise<{ messages: LeasedMessage[]; deadLettered: number }> {
     return this.transaction(async (client) => {
       const queueId = await this.lockQueueShared(client, params.queue);
@@ -553,7 +605,7 @@ export class PostgresStore implements Store {
     receipts: string[];
     now: number;
     retryDelayMs: (deliveryCount: number) => number;
-    deadLetter: DeadLetterPolicy | null;
+    deadLetter: DeadLetterRoute | null;
   }): Promise<{ results: ReceiptResult[]; deadLettered: number }> {
     return this.transaction(async (client) => {
       const queueId = await this.lockQueueShared(client, params.queue);
@@ -636,7 +688,7 @@ export class PostgresStore implements Store {
     visibleFrom: number;
     now: number;
     max: number;
-    deadLetter: DeadLetterPolicy;
+    deadLetter: DeadLetterRoute;
   }): Promise<{ deadLettered: number }> {
     return this.transaction(async (client) => {
       const queueId = await this.lockQueueShared(client, params.queue);
@@ -666,6 +718,125 @@ export class PostgresStore implements Store {
         [queue.queue_id, params.now],
       );
       return { nextVisibleAt: rows[0]?.next ?? null, oldestPublishedAt: rows[0]?.oldest ?? null };
+    });
+  }
+
+  private async exchangeRow(client: Client, name: string): Promise<ExchangeRow | undefined> {
+    return (await client.query<ExchangeRow>(sql.exchangeSelectByName, [name])).rows[0];
+  }
+
+  private async lockExchangeShared(client: Client, name: string): Promise<number> {
+    const row = (await client.query<{ exchange_id: number }>(sql.exchangeLockShared, [name])).rows[0];
+    if (!row)
+      throw new HopperError("exchange_not_found", `Exchange "${name}" does not exist.`, { exchange: name });
+    return row.exchange_id;
+  }
+
+  exchangeUpsert(params: {
+    name: string;
+    type: ExchangeType;
+    alternate: string | null;
+    now: number;
+  }): Promise<{ created: boolean; exchange: ExchangeRecord }> {
+    return this.transaction(async (client) => {
+      let existing = (
+        await client.query<{ exchange_id: number; type: ExchangeType }>(sql.exchangeLockExclusive, [
+          params.name,
+        ])
+      ).rows[0];
+      let created = false;
+      if (!existing) {
+        const inserted = await client.query(sql.exchangeInsert, [
+          params.name,
+          params.type,
+          params.alternate,
+          params.now,
+        ]);
+        created = inserted.rows.length > 0;
+        // A concurrent create won the name: this call becomes an update of that exchange.
+        if (!created) existing = (await client.query(sql.exchangeLockExclusive, [params.name])).rows[0];
+      }
+      if (existing) {
+        if (existing.type !== params.type) {
+          throw new HopperError("exchange_type_mismatch", `Exchange "${params.name}" is ${existing.type}.`, {
+            type: existing.type,
+          });
+        }
+        await client.query(sql.exchangeUpdateAlternate, [existing.exchange_id, params.alternate]);
+      }
+      await this.announce(client, { kind: "exchange", exchange: params.name });
+      const row = await this.exchangeRow(client, params.name);
+      invariant(row, "an upserted exchange exists in its own transaction");
+      return { created, exchange: toExchangeRecord(row) };
+    });
+  }
+
+  async exchangeGet(params: { name: string }): Promise<ExchangeRecord | undefined> {
+    const row = await this.transaction((client) => this.exchangeRow(client, params.name));
+    return row && toExchangeRecord(row);
+  }
+
+  async exchangeList(): Promise<ExchangeRecord[]> {
+    const { rows } = await this.transaction((client) => client.query<ExchangeRow>(sql.exchangeSelectAll));
+    return rows.map(toExchangeRecord);
+  }
+
+  exchangeDelete(params: { name: string }): Promise<void> {
+    return this.transaction(async (client) => {
+      const exchange = (await client.query<{ exchange_id: number }>(sql.exchangeLockExclusive, [params.name]))
+        .rows[0];
+      if (!exchange) {
+        throw new HopperError("exchange_not_found", `Exchange "${params.name}" does not exist.`, {
+          exchange: params.name,
+        });
+      }
+      const sources = (
+        await client.query<{ name: string }>(sql.queueSelectDeadLetterExchangeSources, [params.name])
+      ).rows.map((row) => row.name);
+      if (sources.length > 0) {
+        throw new HopperError(
+          "exchange_in_use",
+          `Exchange "${params.name}" is the dead-letter exchange of ${sources.join(", ")}.`,
+          { deadLetterSources: sources },
+        );
+      }
+      await client.query(sql.exchangeDelete, [exchange.exchange_id]);
+      await client.query(sql.bindingDeleteByDestination, ["exchange", params.name]);
+      await this.announce(client, { kind: "exchange", exchange: params.name });
+    });
+  }
+
+  bindingUpsert(params: { exchange: string; destination: BindingDestination; pattern: string }): Promise<{
+    created: boolean;
+  }> {
+    return this.transaction(async (client) => {
+      const exchangeId = await this.lockExchangeShared(client, params.exchange);
+      if (params.destination.kind === "queue") await this.lockQueueShared(client, params.destination.name);
+      else await this.lockExchangeShared(client, params.destination.name);
+      const { rowCount } = await client.query(sql.bindingInsert, [
+        exchangeId,
+        params.destination.kind,
+        params.destination.name,
+        params.pattern,
+      ]);
+      await this.announce(client, { kind: "exchange", exchange: params.exchange });
+      return { created: (rowCount ?? 0) > 0 };
+    });
+  }
+
+  bindingDelete(params: { exchange: string; destination: BindingDestination; pattern: string }): Promise<{
+    deleted: boolean;
+  }> {
+    return this.transaction(async (client) => {
+      const exchangeId = await this.lockExchangeShared(client, params.exchange);
+      const { rowCount } = await client.query(sql.bindingDelete, [
+        exchangeId,
+        params.destination.kind,
+        params.destination.name,
+        params.pattern,
+      ]);
+      await this.announce(client, { kind: "exchange", exchange: params.exchange });
+      return { deleted: (rowCount ?? 0) > 0 };
     });
   }
 }

@@ -57,4 +57,24 @@ export const migrations: readonly string[] = [
   -- Counting in-flight messages (for the in-flight ceiling) reads only rows that were ever leased.
   CREATE INDEX messages_leased ON messages (queue_id, visible_at) WHERE lease_token IS NOT NULL;
   `,
+  `
+  CREATE TABLE exchanges (
+    exchange_id bigserial PRIMARY KEY,
+    name        text NOT NULL UNIQUE,
+    type        text NOT NULL,
+    alternate   text,
+    created_at  bigint NOT NULL
+  );
+
+  -- A binding routes from an exchange to a queue or another exchange. Destinations are kept by name:
+  -- deleting a queue or exchange deletes the bindings to it in the same transaction.
+  CREATE TABLE bindings (
+    exchange_id      bigint NOT NULL REFERENCES exchanges ON DELETE CASCADE,
+    destination_kind text NOT NULL,
+    destination      text NOT NULL,
+    pattern          text NOT NULL,
+    PRIMARY KEY (exchange_id, destination_kind, destination, pattern)
+  );
+  CREATE INDEX bindings_by_destination ON bindings (destination_kind, destination);
+  `,
 ];

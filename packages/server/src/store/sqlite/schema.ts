@@ -53,4 +53,24 @@ export const migrations: readonly string[] = [
   -- The oldest message's age and the retention sweep read this.
   CREATE INDEX messages_by_publish ON messages (queue_id, published_at);
   `,
+  `
+  CREATE TABLE exchanges (
+    exchange_id INTEGER PRIMARY KEY,
+    name        TEXT NOT NULL UNIQUE,
+    type        TEXT NOT NULL,
+    alternate   TEXT,
+    created_at  INTEGER NOT NULL
+  ) STRICT;
+
+  -- A binding routes from an exchange to a queue or another exchange. Destinations are kept by name:
+  -- deleting a queue or exchange deletes the bindings to it in the same transaction.
+  CREATE TABLE bindings (
+    exchange_id      INTEGER NOT NULL REFERENCES exchanges ON DELETE CASCADE,
+    destination_kind TEXT NOT NULL,
+    destination      TEXT NOT NULL,
+    pattern          TEXT NOT NULL,
+    PRIMARY KEY (exchange_id, destination_kind, destination, pattern)
+  ) STRICT;
+  CREATE INDEX bindings_by_destination ON bindings (destination_kind, destination);
+  `,
 ];

@@ -10,8 +10,12 @@ import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
 import {
-  type DeadLetterPolicy,
+  type BindingDestination,
+  type BindingRecord,
+  type DeadLetterRoute,
   deadLetterHeaders,
+  type ExchangeRecord,
+  type ExchangeType,
   type LeasedMessage,
   type MessageState,
   type NewMessage,
@@ -69,6 +73,14 @@ interface MessageRow {
   delivery_count: number;
   first_delivered_at: number | null;
   lease_token: number | null;
+}
+
+interface ExchangeRow {
+  exchange_id: number;
+  name: string;
+  type: ExchangeType;
+  alternate: string | null;
+  created_at: number;
 }
 
 const noCounters: QueueCounters = {
@@ -195,16 +207,7 @@ export class SqliteStore implements Store {
     now: number;
   }): Promise<{ created: boolean; queue: QueueRecord }> {
     return this.writes.run(() => {
-      const target = params.attributes.deadLetter?.queue;
-      if (target !== undefined && target !== params.name && !this.queueRow(target)) {
-        throw new HopperError(
-          "dead_letter_queue_not_found",
-          `Dead-letter queue "${target}" does not exist.`,
-          {
-            queue: target,
-          },
-        );
-      }
+      this.checkDeadLetterTarget(params.name, params.attributes);
       const attributes = JSON.stringify(params.attributes);
       const existing = this.queueRow(params.name);
       if (existing) {
@@ -254,6 +257,7 @@ export class SqliteStore implements Store {
       }
       const removed = this.stmt(sql.messageDeleteAllOfQueue).run({ queueId: queue.queue_id }).changes;
       this.stmt(sql.queueDelete).run({ queueId: queue.queue_id });
+      this.stmt(sql.bindingDeleteByDestination).run({ destinationKind: "queue", destination: params.name });
       return { removed };
     });
   }
@@ -269,10 +273,16 @@ export class SqliteStore implements Store {
   }
 
   queueSend(params: { queue: string; messages: NewMessage[] }): Promise<void> {
+    return this.queueSendMany({ sends: [params] });
+  }
+
+  queueSendMany(params: { sends: { queue: string; messages: NewMessage[] }[] }): Promise<void> {
     return this.writes.run(() => {
-      const queueId = this.requireQueue(params.queue).queue_id;
-      for (const message of params.messages) this.insertMessage(queueId, message, 0);
-      this.addCounters(queueId, { published: params.messages.length });
+      for (const send of params.sends) {
+        const queueId = this.requireQueue(send.queue).queue_id;
+        for (const message of send.messages) this.insertMessage(queueId, message, 0);
+        this.addCounters(queueId, { published: send.messages.length });
+      }
     });
   }
 
@@ -291,25 +301,48 @@ export class SqliteStore implements Store {
     });
   }
 
-  /** Moves one message row to the dead-letter queue, as a new message there, with the headers that
-   * say why. Both queues' counters move in the same transaction. */
-  private deadLetterRow(row: MessageRow, source: QueueRow, policy: DeadLetterPolicy, now: number): void {
-    const target = this.queueRow(policy.queue);
-    invariant(target, `dead-letter queue ${policy.queue} exists while ${source.name} points at it`);
+  /**
+   * Moves one message row to its dead-letter queues, as a new message in each, with the headers that
+   * say why. A target queue deleted since the route was resolved is skipped; with no target left the
+   * message is dropped, and counted as dead-lettered either way.
+   */
+  private deadLetterRow(row: MessageRow, source: QueueRow, route: DeadLetterRoute, now: number): void {
     const message = toStoredMessage(row);
-    this.insertMessage(
-      target.queue_id,
-      {
-        ...message,
-        headers: deadLetterHeaders(message, source.name, "max_deliveries"),
-        publishedAt: now,
-        visibleAt: now,
-      },
-      0,
-    );
+    const headers = deadLetterHeaders(message, source.name, "max_deliveries");
+    const copy = { ...message, headers, publishedAt: now, visibleAt: now };
+    for (const name of route.queues) {
+      const target = this.queueRow(name);
+      if (!target) continue;
+      this.insertMessage(target.queue_id, copy, 0);
+      this.addCounters(target.queue_id, { published: 1 });
+    }
     this.stmt(sql.messageDelete).run({ seq: row.seq });
     this.addCounters(source.queue_id, { deadLettered: 1 });
-    this.addCounters(target.queue_id, { published: 1 });
+  }
+
+  /** A queue's dead-letter target must exist when it is set: a queue, or an exchange. */
+  private checkDeadLetterTarget(queueName: string, attributes: QueueAttributes): void {
+    const target = attributes.deadLetter;
+    if (!target) return;
+    if ("queue" in target) {
+      if (target.queue !== queueName && !this.queueRow(target.queue)) {
+        throw new HopperError(
+          "dead_letter_queue_not_found",
+          `Dead-letter queue "${target.queue}" does not exist.`,
+          {
+            queue: target.queue,
+          },
+        );
+      }
+    } else if (!this.exchangeRow(target.exchange)) {
+      throw new HopperError(
+        "exchange_not_found",
+        `Dead-letter exchange "${target.exchange}" does not exist.`,
+        {
+          exchange: target.exchange,
+        },
+      );
+    }
   }
 
   queueLease(params: {
@@ -319,7 +352,7 @@ export class SqliteStore implements Store {
     leaseExpiresAt: number;
     expiredBefore: number;
     inFlightMax: number;
-    deadLetter: DeadLetterPolicy | null;
+    deadLetter: DeadLetterRoute | null;
   }): Promise<{ messages: LeasedMessage[]; deadLettered: number }> {
     return this.writes.run(() => {
       const queue = this.requireQueue(params.queue);
@@ -405,7 +438,7 @@ export class SqliteStore implements Store {
     receipts: string[];
     now: number;
     retryDelayMs: (deliveryCount: number) => number;
-    deadLetter: DeadLetterPolicy | null;
+    deadLetter: DeadLetterRoute | null;
   }): Promise<{ results: ReceiptResult[]; deadLettered: number }> {
     return this.writes.run(() => {
       const queue = this.requireQueue(params.queue);
@@ -487,7 +520,7 @@ export class SqliteStore implements Store {
     visibleFrom: number;
     now: number;
     max: number;
-    deadLetter: DeadLetterPolicy;
+    deadLetter: DeadLetterRoute;
   }): Promise<{ deadLettered: number }> {
     return this.writes.run(() => {
       const queue = this.requireQueue(params.queue);
@@ -515,5 +548,123 @@ export class SqliteStore implements Store {
     };
     const { oldest } = this.stmt(sql.messageOldestPublishedAt).get({ queueId }) as { oldest: number | null };
     return { nextVisibleAt: next, oldestPublishedAt: oldest };
+  }
+
+  private exchangeRow(name: string): ExchangeRow | undefined {
+    return this.stmt(sql.exchangeSelectByName).get({ name }) as ExchangeRow | undefined;
+  }
+
+  private requireExchange(name: string): ExchangeRow {
+    const row = this.exchangeRow(name);
+    if (!row)
+      throw new HopperError("exchange_not_found", `Exchange "${name}" does not exist.`, { exchange: name });
+    return row;
+  }
+
+  private toExchangeRecord(row: ExchangeRow): ExchangeRecord {
+    const rows = this.stmt(sql.bindingSelectByExchange).all({ exchangeId: row.exchange_id }) as {
+      destination_kind: BindingDestination["kind"];
+      destination: string;
+      pattern: string;
+    }[];
+    const bindings = rows.map(
+      (binding): BindingRecord => ({
+        destination: { kind: binding.destination_kind, name: binding.destination },
+        pattern: binding.pattern,
+      }),
+    );
+    return { name: row.name, type: row.type, alternate: row.alternate, createdAt: row.created_at, bindings };
+  }
+
+  exchangeUpsert(params: {
+    name: string;
+    type: ExchangeType;
+    alternate: string | null;
+    now: number;
+  }): Promise<{ created: boolean; exchange: ExchangeRecord }> {
+    return this.writes.run(() => {
+      const existing = this.exchangeRow(params.name);
+      if (existing) {
+        if (existing.type !== params.type) {
+          throw new HopperError("exchange_type_mismatch", `Exchange "${params.name}" is ${existing.type}.`, {
+            type: existing.type,
+          });
+        }
+        this.stmt(sql.exchangeUpdateAlternate).run({
+          exchangeId: existing.exchange_id,
+          alternate: params.alternate,
+        });
+      } else {
+        this.stmt(sql.exchangeInsert).run({
+          name: params.name,
+          type: params.type,
+          alternate: params.alternate,
+          createdAt: params.now,
+        });
+      }
+      return { created: !existing, exchange: this.toExchangeRecord(this.requireExchange(params.name)) };
+    });
+  }
+
+  async exchangeGet(params: { name: string }): Promise<ExchangeRecord | undefined> {
+    const row = this.exchangeRow(params.name);
+    return row && this.toExchangeRecord(row);
+  }
+
+  async exchangeList(): Promise<ExchangeRecord[]> {
+    return (this.stmt(sql.exchangeSelectAll).all() as ExchangeRow[]).map((row) => this.toExchangeRecord(row));
+  }
+
+  exchangeDelete(params: { name: string }): Promise<void> {
+    return this.writes.run(() => {
+      const exchange = this.requireExchange(params.name);
+      const sources = (
+        this.stmt(sql.queueSelectDeadLetterExchangeSources).all({ name: params.name }) as { name: string }[]
+      ).map((row) => row.name);
+      if (sources.length > 0) {
+        throw new HopperError(
+          "exchange_in_use",
+          `Exchange "${params.name}" is the dead-letter exchange of ${sources.join(", ")}.`,
+          { deadLetterSources: sources },
+        );
+      }
+      this.stmt(sql.exchangeDelete).run({ exchangeId: exchange.exchange_id });
+      this.stmt(sql.bindingDeleteByDestination).run({
+        destinationKind: "exchange",
+        destination: params.name,
+      });
+    });
+  }
+
+  bindingUpsert(params: { exchange: string; destination: BindingDestination; pattern: string }): Promise<{
+    created: boolean;
+  }> {
+    return this.writes.run(() => {
+      const exchange = this.requireExchange(params.exchange);
+      if (params.destination.kind === "queue") this.requireQueue(params.destination.name);
+      else this.requireExchange(params.destination.name);
+      const { changes } = this.stmt(sql.bindingInsert).run({
+        exchangeId: exchange.exchange_id,
+        destinationKind: params.destination.kind,
+        destination: params.destination.name,
+        pattern: params.pattern,
+      });
+      return { created: changes > 0 };
+    });
+  }
+
+  bindingDelete(params: { exchange: string; destination: BindingDestination; pattern: string }): Promise<{
+    deleted: boolean;
+  }> {
+    return this.writes.run(() => {
+      const exchange = this.requireExchange(params.exchange);
+      const { changes } = this.stmt(sql.bindingDelete).run({
+        exchangeId: exchange.exchange_id,
+        destinationKind: params.destination.kind,
+        destination: params.destination.name,
+        pattern: params.pattern,
+      });
+      return { deleted: changes > 0 };
+    });
   }
 }

@@ -138,3 +138,43 @@ export const messagePeekDelayed = `
 export const messagePeekInFlight = `
   SELECT * FROM messages WHERE queue_id = :queueId AND visible_at > :now AND lease_token IS NOT NULL
   ORDER BY visible_at LIMIT :limit`;
+
+/** Params: name. Returns: the exchange row. */
+export const exchangeSelectByName = `SELECT * FROM exchanges WHERE name = :name`;
+
+/** Returns: every exchange row, by name. */
+export const exchangeSelectAll = `SELECT * FROM exchanges ORDER BY name`;
+
+/** Params: name, type, alternate, createdAt. */
+export const exchangeInsert = `
+  INSERT INTO exchanges (name, type, alternate, created_at) VALUES (:name, :type, :alternate, :createdAt)`;
+
+/** Params: exchangeId, alternate. */
+export const exchangeUpdateAlternate = `UPDATE exchanges SET alternate = :alternate WHERE exchange_id = :exchangeId`;
+
+/** Params: exchangeId. Deletes the exchange; its own bindings go by cascade. */
+export const exchangeDelete = `DELETE FROM exchanges WHERE exchange_id = :exchangeId`;
+
+/** Params: name. Returns: { name } of each queue whose dead-letter exchange is `name`. */
+export const queueSelectDeadLetterExchangeSources = `
+  SELECT name FROM queues WHERE json_extract(attributes, '$.deadLetter.exchange') = :name`;
+
+/** Params: exchangeId. Returns: the exchange's bindings in a stable order. */
+export const bindingSelectByExchange = `
+  SELECT destination_kind, destination, pattern FROM bindings WHERE exchange_id = :exchangeId
+  ORDER BY destination_kind, destination, pattern`;
+
+/** Params: exchangeId, destinationKind, destination, pattern. Returns: changes 1 if new. */
+export const bindingInsert = `
+  INSERT INTO bindings (exchange_id, destination_kind, destination, pattern)
+  VALUES (:exchangeId, :destinationKind, :destination, :pattern)
+  ON CONFLICT DO NOTHING`;
+
+/** Params: exchangeId, destinationKind, destination, pattern. Returns: changes 1 if it existed. */
+export const bindingDelete = `
+  DELETE FROM bindings WHERE exchange_id = :exchangeId AND destination_kind = :destinationKind
+    AND destination = :destination AND pattern = :pattern`;
+
+/** Params: destinationKind, destination. Deletes every binding to a queue or exchange being deleted. */
+export const bindingDeleteByDestination = `
+  DELETE FROM bindings WHERE destination_kind = :destinationKind AND destination = :destination`;
