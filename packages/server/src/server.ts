@@ -4,6 +4,7 @@
  */
 import type { FastifyInstance } from "fastify";
 import { ApiKeys } from "./auth/api-keys.js";
+import { ExchangeBroker } from "./broker/exchanges.js";
 import { QueueBroker } from "./broker/queues.js";
 import { type Clock, systemClock } from "./clock.js";
 import { Metrics } from "./observability/metrics.js";
@@ -38,6 +39,7 @@ export interface RunningServer {
   url: string;
   app: FastifyInstance;
   broker: QueueBroker;
+  exchanges: ExchangeBroker;
   store: Store;
   apiKeys: ApiKeys;
   close(): Promise<void>;
@@ -60,14 +62,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     error: (obj, msg) => console.error(msg, obj),
   });
   await broker.start();
+  const exchanges = new ExchangeBroker(store, clock, broker.router, broker);
   const apiKeys = new ApiKeys(options.apiKeys ?? []);
-  const app = await buildHttpApp({ broker, store, apiKeys, metrics: new Metrics(broker), logger });
+  const metrics = new Metrics(broker, exchanges);
+  const app = await buildHttpApp({ broker, exchanges, store, apiKeys, metrics, logger });
   const address = await app.listen({ host: options.host ?? "127.0.0.1", port: options.port ?? 7171 });
   let closing: Promise<void> | undefined;
   return {
     url: address,
     app,
     broker,
+    exchanges,
     store,
     apiKeys,
     close() {

@@ -181,6 +181,8 @@ export class QueueBroker {
 
   async deleteQueue(name: string): Promise<{ removed: number }> {
     const result = await this.store.queueDelete({ name });
+    // The bindings to the queue went with it.
+    this.router.invalidate();
     this.removedWithDeletedQueues += result.removed;
     this.forget(name);
     return result;

@@ -3,6 +3,7 @@
  * are the truth and survive restarts, so each scrape sets the exported counters to them.
  */
 import { Counter, collectDefaultMetrics, Gauge, Registry } from "prom-client";
+import type { ExchangeBroker } from "../broker/exchanges.js";
 import type { QueueBroker } from "../broker/queues.js";
 
 const counterEvents = [
@@ -19,7 +20,7 @@ const counterEvents = [
 export class Metrics {
   private readonly registry = new Registry();
 
-  constructor(broker: QueueBroker) {
+  constructor(broker: QueueBroker, exchanges: ExchangeBroker) {
     collectDefaultMetrics({ register: this.registry, prefix: "hopper_" });
     const events = new Counter({
       name: "hopper_queue_messages_total",
@@ -34,6 +35,8 @@ export class Metrics {
         consumers.reset();
         removedWithQueues.reset();
         removedWithQueues.inc(broker.removedWithDeletedQueues);
+        unroutable.reset();
+        for (const [exchange, count] of exchanges.unroutable) unroutable.inc({ exchange }, count);
         for (const queue of await broker.listQueues()) {
           const labels = { queue: queue.name };
           for (const event of counterEvents) events.inc({ ...labels, event }, queue.stats[event]);
@@ -48,6 +51,12 @@ export class Metrics {
     const removedWithQueues = new Counter({
       name: "hopper_messages_removed_with_queue_total",
       help: "Messages removed because their queue was deleted, since this process started.",
+      registers: [this.registry],
+    });
+    const unroutable = new Counter({
+      name: "hopper_exchange_unroutable_total",
+      help: "Publishes that reached no queue and were not mandatory (never stored), since this process started.",
+      labelNames: ["exchange"],
       registers: [this.registry],
     });
     const depth = new Gauge({

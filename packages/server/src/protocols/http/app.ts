@@ -10,15 +10,18 @@ import type { TSchema } from "typebox";
 import { Compile } from "typebox/compile";
 import { Value } from "typebox/value";
 import type { ApiKeys } from "../../auth/api-keys.js";
+import type { ExchangeBroker } from "../../broker/exchanges.js";
 import type { QueueBroker } from "../../broker/queues.js";
 import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Metrics } from "../../observability/metrics.js";
 import type { Store } from "../../store/store.js";
+import { registerExchangeRoutes } from "./exchange-routes.js";
 import { registerQueueRoutes } from "./queue-routes.js";
 
 export interface HttpAppOptions {
   broker: QueueBroker;
+  exchanges: ExchangeBroker;
   store: Store;
   apiKeys: ApiKeys;
   metrics: Metrics;
@@ -148,6 +151,7 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
   app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
 
   registerQueueRoutes(app, options.broker);
+  registerExchangeRoutes(app, options.exchanges);
   return app;
 }
 

@@ -3,10 +3,9 @@
  * answer. No semantics live here.
  */
 import type { FastifyInstance } from "fastify";
-import { decodeMessageBody } from "../../broker/message-body.js";
-import type { ItemResult, OutgoingMessage, QueueBroker, SendResult } from "../../broker/queues.js";
-import { HopperError } from "../../errors.js";
-import { renderLeased, renderStored } from "./render.js";
+import type { QueueBroker } from "../../broker/queues.js";
+import { toOutgoing } from "./messages.js";
+import { renderItemResult, renderLeased, renderStored } from "./render.js";
 import {
   AckBody,
   ExtendBody,
@@ -19,31 +18,6 @@ import {
 } from "./schemas.js";
 
 type QueuePath = { queue: string };
-
-function renderResult(result: ItemResult | SendResult): object {
-  return "error" in result ? { error: result.error.toJSON() } : result;
-}
-
-/** Decodes the wire form of each message; a malformed item fails the whole request, unchanged. */
-function toOutgoing(messages: SendBody["messages"]): OutgoingMessage[] {
-  return messages.map((message, index) => {
-    if (message.dedupId !== undefined || message.priority !== undefined) {
-      throw new HopperError(
-        "not_implemented",
-        `messages[${index}]: dedupId and priority are not implemented yet.`,
-        {
-          index,
-        },
-      );
-    }
-    return {
-      ...decodeMessageBody(message, `messages[${index}]`),
-      ...(message.headers && { headers: message.headers }),
-      ...(message.key !== undefined && { key: message.key }),
-      ...(message.delayMs !== undefined && { delayMs: message.delayMs }),
-    };
-  });
-}
 
 /** Aborts when the client goes away before the answer is sent, so a long poll stops waiting. */
 function abortOnClose(raw: import("node:http").ServerResponse): AbortSignal {
@@ -88,8 +62,8 @@ export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker): 
     "/v1/queues/:queue/messages",
     { schema: { tags, params: QueueParams, body: SendBody } },
     async (request) => {
-      const results = await broker.send(request.params.queue, toOutgoing(request.body.messages));
-      return { results: results.map(renderResult) };
+      const results = await broker.send(request.params.queue, request.body.messages.map(toOutgoing));
+      return { results: results.map(renderItemResult) };
     },
   );
 
@@ -111,7 +85,7 @@ export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker): 
     { schema: { tags, params: QueueParams, body: AckBody } },
     async (request) => {
       const results = await broker.ack(request.params.queue, request.body.receipts);
-      return { results: results.map(renderResult) };
+      return { results: results.map(renderItemResult) };
     },
   );
 
@@ -120,7 +94,7 @@ export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker): 
     { schema: { tags, params: QueueParams, body: NackBody } },
     async (request) => {
       const results = await broker.nack(request.params.queue, request.body.receipts, request.body.delayMs);
-      return { results: results.map(renderResult) };
+      return { results: results.map(renderItemResult) };
     },
   );
 
@@ -130,7 +104,7 @@ export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker): 
     async (request) => {
       const { receipts, visibilityTimeoutMs } = request.body;
       const results = await broker.extend(request.params.queue, receipts, visibilityTimeoutMs);
-      return { results: results.map(renderResult) };
+      return { results: results.map(renderItemResult) };
     },
   );
 

@@ -3,7 +3,8 @@
  * content type as base64. Times are ISO-8601.
  */
 import { jsonContentType } from "../../broker/message-body.js";
-import type { LeasedMessage, StoredMessage } from "../../store/store.js";
+import type { HopperError } from "../../errors.js";
+import type { ExchangeRecord, LeasedMessage, StoredMessage } from "../../store/store.js";
 
 function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();
@@ -39,5 +40,23 @@ export function renderLeased(message: LeasedMessage): Record<string, unknown> {
     deliveryCount: message.deliveryCount,
     publishedAt: iso(message.publishedAt),
     firstDeliveredAt: iso(message.firstDeliveredAt),
+  };
+}
+
+/** One item of a batch answer: its success as it is, or its error in the catalog's shape. */
+export function renderItemResult(result: object | { error: HopperError }): object {
+  return "error" in result ? { error: result.error.toJSON() } : result;
+}
+
+export function renderExchange(exchange: ExchangeRecord, unroutable: number): Record<string, unknown> {
+  return {
+    name: exchange.name,
+    type: exchange.type,
+    alternate: exchange.alternate,
+    bindings: exchange.bindings.map((binding) => ({
+      [binding.destination.kind]: binding.destination.name,
+      pattern: binding.pattern,
+    })),
+    stats: { unroutable },
   };
 }

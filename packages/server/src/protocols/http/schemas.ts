@@ -12,6 +12,10 @@ const Ms = (max: number, description?: string) =>
   Type.Integer({ minimum: 0, maximum: max, ...(description ? { description } : {}) });
 
 export const QueueParams = Type.Object({ queue: Name }, strict);
+export const ExchangeParams = Type.Object({ exchange: Name }, strict);
+
+const MaxDeliveries = Type.Integer({ minimum: 1, maximum: limits.maxDeliveriesMax });
+const RoutingKey = Type.String({ maxLength: limits.routingKeyLengthMax });
 
 export const PutQueueBody = Type.Object(
   {
@@ -23,8 +27,9 @@ export const PutQueueBody = Type.Object(
     maxMessageBytes: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.messageBytesMax })),
     deadLetter: Type.Optional(
       Type.Union([
+        Type.Object({ queue: Name, maxDeliveries: MaxDeliveries }, strict),
         Type.Object(
-          { queue: Name, maxDeliveries: Type.Integer({ minimum: 1, maximum: limits.maxDeliveriesMax }) },
+          { exchange: Name, routingKey: Type.Optional(RoutingKey), maxDeliveries: MaxDeliveries },
           strict,
         ),
         Type.Null(),
@@ -68,17 +73,22 @@ const Headers = Type.Record(
   { maxProperties: limits.headersCountMax, additionalProperties: false },
 );
 
+/** The fields of a message that every way of sending shares. */
+const messageFields = {
+  body: Type.Optional(Type.Unknown({ description: "Any JSON value; stored as its JSON text" })),
+  bodyBase64: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9+/]*={0,2}$" })),
+  contentType: Type.Optional(Type.String({ minLength: 1, maxLength: limits.contentTypeLengthMax })),
+  headers: Type.Optional(Headers),
+  key: Type.Optional(Type.String({ minLength: 1, maxLength: limits.keyLengthMax })),
+  dedupId: Type.Optional(Type.String({ minLength: 1, maxLength: limits.dedupIdLengthMax })),
+};
+
 export const SendBody = Type.Object(
   {
     messages: Type.Array(
       Type.Object(
         {
-          body: Type.Optional(Type.Unknown({ description: "Any JSON value; stored as its JSON text" })),
-          bodyBase64: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9+/]*={0,2}$" })),
-          contentType: Type.Optional(Type.String({ minLength: 1, maxLength: limits.contentTypeLengthMax })),
-          headers: Type.Optional(Headers),
-          key: Type.Optional(Type.String({ minLength: 1, maxLength: limits.keyLengthMax })),
-          dedupId: Type.Optional(Type.String({ minLength: 1, maxLength: limits.dedupIdLengthMax })),
+          ...messageFields,
           delayMs: Type.Optional(Ms(limits.retentionMsMax)),
           priority: Type.Optional(Type.Integer({ minimum: 0, maximum: 9 })),
         },
@@ -86,6 +96,35 @@ export const SendBody = Type.Object(
       ),
       { minItems: 1, maxItems: limits.batchSizeMax },
     ),
+  },
+  strict,
+);
+
+export const PutExchangeBody = Type.Object(
+  {
+    type: Type.Union([Type.Literal("fanout"), Type.Literal("direct"), Type.Literal("topic")]),
+    alternate: Type.Optional(Type.Union([Name, Type.Null()])),
+  },
+  strict,
+);
+
+export const BindingBody = Type.Object(
+  {
+    queue: Type.Optional(Name),
+    exchange: Type.Optional(Name),
+    stream: Type.Optional(Name),
+    pattern: RoutingKey,
+  },
+  strict,
+);
+
+export const PublishBody = Type.Object(
+  {
+    messages: Type.Array(Type.Object({ routingKey: RoutingKey, ...messageFields }, strict), {
+      minItems: 1,
+      maxItems: limits.batchSizeMax,
+    }),
+    mandatory: Type.Optional(Type.Boolean()),
   },
   strict,
 );
@@ -131,3 +170,6 @@ export type AckBody = Static<typeof AckBody>;
 export type NackBody = Static<typeof NackBody>;
 export type ExtendBody = Static<typeof ExtendBody>;
 export type PeekQuery = Static<typeof PeekQuery>;
+export type PutExchangeBody = Static<typeof PutExchangeBody>;
+export type BindingBody = Static<typeof BindingBody>;
+export type PublishBody = Static<typeof PublishBody>;
