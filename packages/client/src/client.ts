@@ -3,10 +3,15 @@ import { BatchCoalescer } from "./coalescer.js";
 import { clientErrorCodes, HopperError } from "./errors.js";
 import { receiveWaitMsMax, requestTimeoutMsDefault } from "./limits.js";
 import {
+  type Binding,
+  type ExchangeInfo,
+  type ExchangeType,
   type ItemResult,
   isItemError,
   type PeekedMessage,
   type PeekState,
+  type PublishMessage,
+  type PublishResult,
   type QueueAttributes,
   type QueueInfo,
   type QueueSummary,
@@ -155,6 +160,49 @@ export class HopperClient {
     return (await this.request("POST", queuePath(queue, "/purge"))).body as { purged: number };
   }
 
+  /** Creates the exchange (`created: true`) or updates its alternate. */
+  async putExchange(
+    name: string,
+    options: { type: ExchangeType; alternate?: string | null },
+  ): Promise<{ created: boolean; exchange: ExchangeInfo }> {
+    const answer = await this.request("PUT", exchangePath(name), { body: options });
+    return { created: answer.status === 201, exchange: answer.body as ExchangeInfo };
+  }
+
+  async getExchange(name: string): Promise<ExchangeInfo> {
+    return (await this.request("GET", exchangePath(name))).body as ExchangeInfo;
+  }
+
+  async listExchanges(): Promise<ExchangeInfo[]> {
+    return ((await this.request("GET", "/v1/exchanges")).body as { exchanges: ExchangeInfo[] }).exchanges;
+  }
+
+  async deleteExchange(name: string): Promise<void> {
+    await this.request("DELETE", exchangePath(name), { parseAnswer: false });
+  }
+
+  /** Binds a queue or exchange to the exchange with a pattern; idempotent. */
+  async bind(exchange: string, binding: Binding): Promise<{ created: boolean }> {
+    const answer = await this.request("PUT", exchangePath(exchange, "/bindings"), { body: binding });
+    return { created: answer.status === 201 };
+  }
+
+  async unbind(exchange: string, binding: Binding): Promise<void> {
+    await this.request("DELETE", exchangePath(exchange, "/bindings"), { body: binding, parseAnswer: false });
+  }
+
+  /** Publishes a batch; each message lands in every queue its routing key reaches, or in none. */
+  async publishTo(
+    exchange: string,
+    messages: PublishMessage[],
+    options: { mandatory?: boolean } = {},
+  ): Promise<PublishResult[]> {
+    const answer = await this.request("POST", exchangePath(exchange, "/publish"), {
+      body: { messages, ...options },
+    });
+    return (answer.body as { results: PublishResult[] }).results;
+  }
+
   /** Starts moving messages out of a (dead-letter) queue; follow the task with `getTask`. */
   async redrive(queue: string, options: RedriveOptions = {}): Promise<Task> {
     const answer = await this.request("POST", queuePath(queue, "/redrive"), { body: options });
@@ -270,6 +318,10 @@ export class HopperClient {
 
 function queuePath(name: string, suffix = ""): string {
   return `/v1/queues/${encodePathSegment(name)}${suffix}`;
+}
+
+function exchangePath(name: string, suffix = ""): string {
+  return `/v1/exchanges/${encodePathSegment(name)}${suffix}`;
 }
 
 /**

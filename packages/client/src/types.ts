@@ -4,10 +4,10 @@ export type QueueKind = "standard" | "fifo";
 
 export type OverflowPolicy = "reject" | "drop-oldest" | "dead-letter-oldest";
 
-export interface DeadLetterPolicy {
-  queue: string;
-  maxDeliveries: number;
-}
+/** A dead-letter queue, or a dead-letter exchange that routes with `routingKey` (default: the queue's name). */
+export type DeadLetterPolicy =
+  | { queue: string; maxDeliveries: number }
+  | { exchange: string; routingKey?: string; maxDeliveries: number };
 
 export interface RetryPolicy {
   initialDelayMs: number;
@@ -151,3 +151,28 @@ export interface Task {
 export function isItemError(result: object): result is ItemError {
   return "error" in result && typeof (result as ItemError).error === "object";
 }
+
+// Exchanges (API.md "Exchanges").
+
+export type ExchangeType = "fanout" | "direct" | "topic";
+
+/** A binding names exactly one destination. */
+export type BindingTarget = { queue: string } | { exchange: string };
+
+export type Binding = BindingTarget & { pattern: string };
+
+export interface ExchangeInfo {
+  name: string;
+  type: ExchangeType;
+  alternate: string | null;
+  bindings: Binding[];
+  /** Non-mandatory publishes that reached no queue, since the server process started. */
+  stats: { unroutable: number };
+}
+
+export interface PublishMessage extends Omit<SendMessage, "delayMs" | "priority"> {
+  routingKey: string;
+}
+
+/** `id` is null when the message reached no queue (and was not mandatory), so it was never stored. */
+export type PublishResult = { id: string | null; routed: number } | ItemError;

@@ -134,7 +134,11 @@ export function attributePairs(attributes: QueueAttributes): Pair[] {
 function formatDeadLetter(deadLetter: DeadLetterPolicy | null | undefined): string {
   if (!deadLetter) return "none";
   const deliveries = deadLetter.maxDeliveries === 1 ? "1 delivery" : `${deadLetter.maxDeliveries} deliveries`;
-  return `to ${deadLetter.queue} after ${deliveries}`;
+  const target =
+    "queue" in deadLetter
+      ? deadLetter.queue
+      : `exchange ${deadLetter.exchange} (routing key ${deadLetter.routingKey ?? "the queue's name"})`;
+  return `to ${target} after ${deliveries}`;
 }
 
 /** "1s x2 up to 15m, full jitter": the first delay, its growth per attempt, and its ceiling. */
