@@ -1,8 +1,8 @@
 /**
  * Runs the real `hopper serve` as a child process for end-to-end tests: the compiled CLI, a real port
- * and a real SQLite file, so a test sees exactly what a user's process would, including what survives
- * `kill -9`. Every child is killed when the test process exits, so a failed test never leaves a broker
- * running.
+ * and a real SQLite file or PostgreSQL schema, so a test sees exactly what a user's process would,
+ * including what survives `kill -9`. Every child is killed when the test process exits, so a failed test
+ * never leaves a broker running.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
@@ -25,10 +25,19 @@ const outputBytesMax = 64 * 1024;
 const listeningPattern = /^Hopper listening on (http:\/\/\S+)$/m;
 
 export interface ServerProcessOptions {
-  /** The SQLite file; restart a server on the same file to see what it kept. */
-  dataFile: string;
+  /**
+   * The SQLite file; restart a server on the same file to see what it kept. Required unless `store`
+   * names PostgreSQL.
+   */
+  dataFile?: string;
   durability?: "fsync" | "os";
   apiKeys?: readonly string[];
+  /** A postgres:// URL (`--store`): the node keeps its state there, shared with every node on it. */
+  store?: string;
+  /** The PostgreSQL schema (`--pg-schema`); one per test run, so runs never see each other's rows. */
+  pgSchema?: string;
+  /** Added to the child's environment, e.g. PGAPPNAME to tell its PostgreSQL sessions apart. */
+  env?: Readonly<Record<string, string>>;
 }
 
 export interface ExitStatus {
@@ -48,6 +57,15 @@ export interface ServerProcess {
   stop(): Promise<ExitStatus>;
   /** Sends SIGKILL, as a crash or `kill -9` would, and resolves once the process is gone. */
   kill9(): Promise<ExitStatus>;
+  /** How the process ended, or undefined while it runs: a test can tell a crash from a slow answer. */
+  exitStatus(): ExitStatus | undefined;
+  /** The options it was started with. */
+  readonly options: ServerProcessOptions;
+  /**
+   * Starts a new process on the same options, after a graceful stop of this one if it still runs. The
+   * new process listens on a new port: use its `url`.
+   */
+  restart(): Promise<ServerProcess>;
 }
 
 /** A fresh directory under the OS temp dir, and a way to remove it with everything in it. */
@@ -107,23 +125,33 @@ export async function startServerProcess(options: ServerProcessOptions): Promise
   if (!existsSync(mainPath)) {
     throw new Error(`${mainPath} is missing; build first: npx tsc -b packages/server`);
   }
-  const args = [mainPath, "serve", "--port", "0", "--data", options.dataFile];
+  if (options.dataFile === undefined && options.store === undefined) {
+    throw new Error("a server process needs a dataFile (SQLite) or a store (postgres:// URL)");
+  }
+  const args = [mainPath, "serve", "--port", "0"];
+  if (options.dataFile !== undefined) args.push("--data", options.dataFile);
   if (options.durability) args.push("--durability", options.durability);
+  if (options.store !== undefined) args.push("--store", options.store);
+  if (options.pgSchema !== undefined) args.push("--pg-schema", options.pgSchema);
   for (const key of options.apiKeys ?? []) args.push("--api-key", key);
 
   installExitHooks();
-  // A key in the environment would change what the server accepts; each test says what it wants.
-  const env = { ...process.env };
-  delete env.HOPPER_API_KEYS;
+  // Keys or a store in the environment would change what the server does; each test says what it wants.
+  const env = { ...process.env, ...options.env };
+  for (const name of ["HOPPER_API_KEYS", "HOPPER_STORE", "HOPPER_PG_SCHEMA"]) {
+    if (options.env?.[name] === undefined) delete env[name];
+  }
   const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"], env });
   liveChildren.add(child);
   const stdout = tail(child.stdout);
   const stderr = tail(child.stderr);
 
+  let exitStatus: ExitStatus | undefined;
   const exited = new Promise<ExitStatus>((resolve) => {
     child.once("exit", (code, signal) => {
       liveChildren.delete(child);
-      resolve({ code, signal });
+      exitStatus = { code, signal };
+      resolve(exitStatus);
     });
   });
   const describe = () => `stdout:\n${stdout.text()}\nstderr:\n${stderr.text()}`;
@@ -169,12 +197,19 @@ export async function startServerProcess(options: ServerProcessOptions): Promise
     }
   };
 
+  const stop = () => endWith("SIGTERM", stopTimeoutMs);
   return {
     url,
     pid: child.pid as number,
     stderr: stderr.text,
     stdout: stdout.text,
-    stop: () => endWith("SIGTERM", stopTimeoutMs),
+    stop,
     kill9: () => endWith("SIGKILL", killTimeoutMs),
+    exitStatus: () => exitStatus,
+    options,
+    restart: async () => {
+      await stop();
+      return startServerProcess(options);
+    },
   };
 }
