@@ -233,6 +233,13 @@ export class PostgresStore implements Store {
       throw new HopperError("unavailable", `PostgreSQL is not reachable: ${(error as Error).message}`);
     }
     let broken: Error | undefined;
+    // The pool listens for errors on idle connections only. A checked-out connection that the server
+    // ends (a restart, a terminated session) emits "error" here, and an unheard error would end the
+    // process; it marks the connection broken, so it is discarded and the call answers unavailable.
+    const onError = (error: Error) => {
+      broken ??= error;
+    };
+    client.on("error", onError);
     try {
       await client.query("BEGIN");
       const result = await work(client);
@@ -250,6 +257,7 @@ export class PostgresStore implements Store {
       }
       throw error;
     } finally {
+      client.off("error", onError);
       client.release(broken);
     }
   }
