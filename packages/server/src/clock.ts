@@ -41,6 +41,9 @@ interface FakeTimer {
   fn: TimerCallback;
 }
 
+/** Bounds one advance(): more timers than this falling due is a bug (a spin), reported as such. */
+const timersPerAdvanceMax = 10_000;
+
 /** A clock that moves only when a test calls `advance()`; due timers fire in time order. */
 export class FakeClock implements Clock {
   private nowMs: number;
@@ -66,7 +69,10 @@ export class FakeClock implements Clock {
   /** Moves time forward by `ms`, firing every timer that falls due, earliest first. */
   async advance(ms: number): Promise<void> {
     const targetMs = this.nowMs + ms;
-    for (;;) {
+    for (let fired = 0; ; fired++) {
+      // Code that keeps setting timers that are already due would spin for ever in real time too.
+      if (fired >= timersPerAdvanceMax)
+        throw new Error(`over ${timersPerAdvanceMax} timers fired in one advance: a spin`);
       const due = this.timers
         .filter((t) => t.atMs <= targetMs)
         .sort((a, b) => a.atMs - b.atMs || a.order - b.order)[0];

@@ -18,6 +18,7 @@ export const errorCatalog = {
   queue_not_found: { status: 404, message: "The queue does not exist." },
   dead_letter_queue_not_found: { status: 400, message: "The dead-letter queue does not exist." },
   exchange_not_found: { status: 404, message: "The exchange does not exist." },
+  dead_letter_exchange_not_found: { status: 400, message: "The dead-letter exchange does not exist." },
   unroutable: { status: 400, message: "No binding matches the routing key, and the publish is mandatory." },
   stale_receipt: { status: 409, message: "The lease this receipt names is gone." },
   queue_kind_mismatch: { status: 409, message: "A queue's kind cannot change." },

@@ -106,6 +106,12 @@ describe("exchange broker", () => {
     await queues.putQueue("lost-and-found", {});
     await exchanges.bind("unrouted", { kind: "queue", name: "lost-and-found" }, "");
     await exchanges.putExchange("main", { type: "direct", alternate: "unrouted" });
+    await exchanges.putExchange("main", { type: "direct" });
+    assert.equal(
+      (await exchanges.getExchange("main")).alternate,
+      "unrouted",
+      "an update without it keeps it",
+    );
     await queues.putQueue("known", {});
     await exchanges.bind("main", { kind: "queue", name: "known" }, "known");
     await exchanges.publish(
@@ -168,6 +174,14 @@ describe("exchange broker", () => {
     assert.equal(inOrders?.id, leased.id);
     assert.equal(inAll?.id, leased.id);
     assert.equal(inOrders?.headers["x-original-queue"], "orders");
+    // A dead-letter exchange that routes back to the source never returns the message there.
+    await exchanges.bind("dlx", { kind: "queue", name: "orders" }, "#");
+    await queues.send("orders", [json("bad again")]);
+    const [again] = await queues.receive("orders", {});
+    assert.ok(again);
+    await queues.nack("orders", [again.receipt], 0);
+    assert.equal(await depth("orders"), 0, "not put back into its own queue");
+    assert.equal(await depth("poison.all"), 2);
     await assert.rejects(
       exchanges.deleteExchange("dlx"),
       (error: unknown) => error instanceof HopperError && error.code === "exchange_in_use",

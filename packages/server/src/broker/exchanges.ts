@@ -45,10 +45,15 @@ export class ExchangeBroker {
   ): Promise<{ created: boolean; exchange: ExchangeRecord }> {
     checkName("exchange", name);
     if (input.alternate) checkName("exchange", input.alternate);
+    // As with queue attributes, an update that leaves the alternate out keeps it; null removes it.
+    const alternate =
+      input.alternate === undefined
+        ? ((await this.store.exchangeGet({ name }))?.alternate ?? null)
+        : input.alternate;
     const result = await this.store.exchangeUpsert({
       name,
       type: input.type,
-      alternate: input.alternate ?? null,
+      alternate,
       now: this.clock.now(),
     });
     this.router.invalidate();

@@ -75,6 +75,10 @@ export interface Logger {
 const expireBatchMax = 10_000;
 const deadLetterBatchMax = 1_000;
 const housekeepingRetryMs = 1_000;
+/** How often a node that does not lead housekeeping tries to take the lead. */
+const leadershipCheckMs = 5_000;
+/** How soon the leader looks at a queue after another node wrote messages to it. */
+const leaderCatchUpMs = 1_000;
 
 export class QueueBroker {
   private readonly queues = new Map<string, QueueRecord>();
@@ -86,6 +90,9 @@ export class QueueBroker {
   private readonly housekeeping = new Map<string, { rerun: boolean }>();
   private readonly receiving = new Map<string, number>();
   private stopped = false;
+  /** Whether this node led housekeeping at its last check. */
+  private leading = false;
+  private cancelLeadershipCheck: (() => void) | undefined;
   /** Messages that left with their deleted queue; the queue's own counters went with it. */
   removedWithDeletedQueues = 0;
 
@@ -105,6 +112,7 @@ export class QueueBroker {
   /** Loads the queues and looks at each once, so due work left from before a restart is done. */
   async start(): Promise<void> {
     this.store.watch((event) => this.onStoreEvent(event));
+    await this.checkLeadership();
     for (const queue of await this.store.queueList()) {
       this.queues.set(queue.name, queue);
       this.scheduler.offer(queue.name, this.clock.now());
@@ -114,6 +122,7 @@ export class QueueBroker {
   /** Ends every long poll and timer; the store stays open for the caller to close. */
   stop(): void {
     this.stopped = true;
+    this.cancelLeadershipCheck?.();
     this.scheduler.stop();
     this.waiters.notifyAll();
   }
@@ -129,6 +138,10 @@ export class QueueBroker {
     if (event.kind === "queue") {
       this.queues.delete(event.queue);
       this.scheduler.offer(event.queue, this.clock.now());
+    } else if (this.leading) {
+      // Messages arrived through another node: the leader must learn their retention and lease ends.
+      // Offers within the interval share one housekeeping pass.
+      this.scheduler.offer(event.queue, this.clock.now() + leaderCatchUpMs);
     }
     this.waiters.notify(event.queue);
   }
@@ -469,7 +482,11 @@ export class QueueBroker {
     const target = queue.attributes.deadLetter;
     if (!target) return null;
     if ("queue" in target) return { queues: [target.queue], maxDeliveries: target.maxDeliveries };
-    const queues = await this.router.route(target.exchange, target.routingKey);
+    // A dead-letter exchange that routes back to the source queue would put the message back with a
+    // fresh delivery count, for ever: the source is never one of its own dead-letter queues.
+    const queues = (await this.router.route(target.exchange, target.routingKey)).filter(
+      (name) => name !== queue.name,
+    );
     return { queues, maxDeliveries: target.maxDeliveries };
   }
 
@@ -478,13 +495,39 @@ export class QueueBroker {
     if (!queue) return this.forget(name);
     this.queues.set(name, queue);
     const now = this.clock.now();
-    if (await this.store.housekeepingLeader()) await this.sweep(queue, now);
+    const leading = await this.checkLeadership();
+    if (leading) await this.sweep(queue, now);
     this.waiters.notify(name);
     const next = await this.store.queueNextEvents({ queue: name, now });
     if (next.nextVisibleAt !== null) this.scheduler.offer(name, next.nextVisibleAt);
-    if (next.oldestPublishedAt !== null) {
+    // Retention is the leader's work. Another node would only find the due time still due (it does not
+    // sweep) and look again at once, without end.
+    if (leading && next.oldestPublishedAt !== null) {
       this.scheduler.offer(name, next.oldestPublishedAt + queue.attributes.retentionMs);
     }
+  }
+
+  /**
+   * Asks the store whether this node leads housekeeping. A node that becomes leader looks at every
+   * queue at once, since it may know nothing of their due times (the old leader kept them); a node that
+   * does not lead asks again later, so that some node always takes over from a dead leader.
+   */
+  private async checkLeadership(): Promise<boolean> {
+    const leading = await this.store.housekeepingLeader();
+    if (leading && !this.leading) {
+      for (const queue of await this.store.queueList()) this.scheduler.offer(queue.name, this.clock.now());
+    }
+    this.leading = leading;
+    if (!leading && !this.stopped && !this.cancelLeadershipCheck) {
+      this.cancelLeadershipCheck = this.clock.setTimer(this.clock.now() + leadershipCheckMs, () => {
+        this.cancelLeadershipCheck = undefined;
+        return this.checkLeadership().then(
+          () => {},
+          (error: unknown) => this.log.error({ err: error }, "leadership check failed"),
+        );
+      });
+    }
+    return leading;
   }
 
   /** Deletes what is past retention and dead-letters what used its last delivery, in bounded batches. */

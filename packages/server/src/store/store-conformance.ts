@@ -254,6 +254,22 @@ export function exerciseStore(factory: StoreFactory): void {
         assert.equal((await store.queueDepth({ name: "q", now: t0 })).inFlight, 1);
       });
 
+      test("a receipt given twice in one batch counts once; the repeat is stale", async () => {
+        await store.queueSend({ queue: "q", messages: [message(), message()] });
+        const [a, b] = (await lease("q", t0, 2)).messages;
+        assert.ok(a && b);
+        const twice = [a.receipt, a.receipt];
+        assert.deepEqual(
+          await store.queueExtend({ queue: "q", receipts: twice, leaseExpiresAt: t0 + 60_000 }),
+          [{ ok: true }, { error: "stale_receipt" }],
+        );
+        assert.deepEqual(await store.queueAck({ queue: "q", receipts: [b.receipt, b.receipt] }), [
+          { ok: true },
+          { error: "stale_receipt" },
+        ]);
+        assert.equal((await store.queueGet({ name: "q" }))?.counters.acked, 1);
+      });
+
       test("lease respects the in-flight ceiling", async () => {
         await store.queueSend({ queue: "q", messages: [message(), message(), message()] });
         const leaseCapped = (now: number) =>
@@ -551,7 +567,7 @@ export function exerciseStore(factory: StoreFactory): void {
         };
         await rejectsWith(
           store.queueUpsert({ name: "src2", kind: "standard", attributes: missing, now: t0 }),
-          "exchange_not_found",
+          "dead_letter_exchange_not_found",
         );
       });
 

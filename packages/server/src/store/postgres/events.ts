@@ -11,7 +11,8 @@ import * as sql from "./statements.js";
 
 export interface StoreEventsOptions extends pg.ClientConfig {
   schema: string;
-  leaderLockKey: number;
+  /** The advisory lock class of housekeeping leadership; the schema is the lock's second key. */
+  leaderLockClass: number;
 }
 
 /** Reconnection waits double from the first to the last, so a database restart is not hammered. */
@@ -95,7 +96,8 @@ export class StoreEvents {
     if (this.leading) return true;
     try {
       const { rows } = await client.query<{ locked: boolean }>(sql.leaderTryLock, [
-        this.options.leaderLockKey,
+        this.options.leaderLockClass,
+        this.options.schema,
       ]);
       this.leading = rows[0]?.locked === true && this.client === client;
     } catch {

@@ -30,7 +30,7 @@ import {
   type StoreEvent,
 } from "../store.js";
 import { StoreEvents } from "./events.js";
-import { migrations } from "./schema.js";
+import { checkSchemaName, migrations } from "./schema.js";
 import * as sql from "./statements.js";
 
 export interface PostgresStoreOptions {
@@ -79,9 +79,11 @@ interface MessageRow {
 /** Counters are spread over this many rows per queue (see schema.ts). */
 const counterShards = 16;
 /** Serializes migrations between nodes that start together: an arbitrary, fixed advisory lock key. */
-const migrationLockKey = 0x686f7070; // "hopp"
+const migrationLockClass = 0x686f7070; // "hopp"
 /** Whoever holds this advisory lock leads housekeeping. */
-const leaderLockKey = 0x686f7071;
+const leaderLockClass = 0x686f7071;
+/** A transaction aborted by a deadlock or serialization failure is tried this many times in all. */
+const transactionAttemptsMax = 3;
 /** Connection-level errors: the store is unreachable rather than the request wrong. */
 const unavailableCodes = new Set([
   "ECONNREFUSED",
@@ -100,8 +102,6 @@ const types = {
       ? (value: string) => Number(value)
       : pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser,
 };
-
-const schemaPattern = /^[a-z_][a-z0-9_]{0,62}$/;
 
 function toQueueRecord(row: QueueRow): QueueRecord {
   return {
@@ -187,13 +187,13 @@ export class PostgresStore implements Store {
     // An idle pooled connection that the server drops must not crash the process; the next query
     // reconnects.
     this.pool.on("error", () => {});
-    this.events = new StoreEvents({ ...connection, schema, leaderLockKey });
+    this.events = new StoreEvents({ ...connection, schema, leaderLockClass });
   }
 
   /** Connects, creates the schema and applies migrations, then starts listening. */
   static async open(options: PostgresStoreOptions): Promise<PostgresStore> {
     const schema = options.schema ?? "hopper";
-    if (!schemaPattern.test(schema)) throw new Error(`schema "${schema}" must match ${schemaPattern}`);
+    checkSchemaName(schema);
     const store = new PostgresStore(options, schema);
     try {
       await store.migrate();
@@ -207,7 +207,7 @@ export class PostgresStore implements Store {
 
   private async migrate(): Promise<void> {
     await this.transaction(async (client) => {
-      await client.query("SELECT pg_advisory_xact_lock($1)", [migrationLockKey]);
+      await client.query(sql.migrationLock, [migrationLockClass, this.schema]);
       await client.query(`CREATE SCHEMA IF NOT EXISTS ${this.schema}`);
       await client.query(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version int PRIMARY KEY, applied_at timestamptz DEFAULT now())",
@@ -224,8 +224,24 @@ export class PostgresStore implements Store {
     });
   }
 
-  /** Runs `work` in one transaction on a pooled connection; connection failures become `unavailable`. */
+  /**
+   * Runs `work` in one transaction on a pooled connection; connection failures become `unavailable`.
+   * A transaction that PostgreSQL aborted for a deadlock or a serialization failure is run again: it
+   * changed nothing, and the retry usually meets no conflict.
+   */
   private async transaction<T>(work: (client: Client) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.transactionOnce(work);
+      } catch (error) {
+        const code = (error as { code?: string }).code;
+        const retryable = code === "40P01" || code === "40001";
+        if (!retryable || attempt >= transactionAttemptsMax) throw error;
+      }
+    }
+  }
+
+  private async transactionOnce<T>(work: (client: Client) => Promise<T>): Promise<T> {
     let client: Client;
     try {
       client = await this.pool.connect();
@@ -489,7 +505,7 @@ export class PostgresStore implements Store {
       const { rows } = await client.query(sql.exchangeLockShared, [target.exchange]);
       if (rows.length === 0) {
         throw new HopperError(
-          "exchange_not_found",
+          "dead_letter_exchange_not_found",
           `Dead-letter exchange "${target.exchange}" does not exist.`,
           {
             exchange: target.exchange,

@@ -11,6 +11,13 @@
  *   16 rows make that rare. The columns are not indexed, so the updates are HOT and leave no index
  *   bloat, and the fillfactor leaves room in the page for them.
  */
+/** Schema names are put into SQL as identifiers, so they are checked against this first. */
+export const schemaPattern = /^[a-z_][a-z0-9_]{0,62}$/;
+
+export function checkSchemaName(schema: string): void {
+  if (!schemaPattern.test(schema)) throw new Error(`schema "${schema}" must match ${schemaPattern}`);
+}
+
 export const migrations: readonly string[] = [
   `
   CREATE TABLE queues (

@@ -17,6 +17,7 @@ import { limits } from "../../limits.js";
 import { type Random, systemRandom } from "../../random.js";
 import type { QueueAttributes } from "../store.js";
 import { channelFor, encodeEvent } from "./events.js";
+import { checkSchemaName } from "./schema.js";
 import * as sql from "./statements.js";
 
 export interface TransactionalMessage extends MessageBodyInput {
@@ -49,6 +50,7 @@ export async function sendInTransaction(
   options: SendInTransactionOptions = {},
 ): Promise<{ id: string }[]> {
   const schema = options.schema ?? "hopper";
+  checkSchemaName(schema);
   const clock = options.clock ?? systemClock;
   const random = options.random ?? systemRandom;
   if (!namePattern.test(queue))

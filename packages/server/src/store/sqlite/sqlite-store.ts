@@ -5,7 +5,7 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database, { type Database as Db, type Statement } from "better-sqlite3";
-import { HopperError, invariant } from "../../errors.js";
+import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
@@ -336,7 +336,7 @@ export class SqliteStore implements Store {
       }
     } else if (!this.exchangeRow(target.exchange)) {
       throw new HopperError(
-        "exchange_not_found",
+        "dead_letter_exchange_not_found",
         `Dead-letter exchange "${target.exchange}" does not exist.`,
         {
           exchange: target.exchange,
@@ -408,13 +408,16 @@ export class SqliteStore implements Store {
     receipts: string[],
     apply: (row: MessageRow) => void,
   ): ReceiptResult[] {
+    // A receipt that appears twice in one batch counts once; its repeat is stale, as in a later call.
+    const seen = new Set<number>();
     return receipts.map((receipt): ReceiptResult => {
       const decoded = decodeReceipt(receipt);
       if (!decoded) return { error: "invalid_receipt" };
       const row = this.stmt(sql.messageSelectByReceipt).get({ ...decoded, queueId: queue.queue_id }) as
         | MessageRow
         | undefined;
-      if (!row) return { error: "stale_receipt" };
+      if (!row || seen.has(row.seq)) return { error: "stale_receipt" };
+      seen.add(row.seq);
       apply(row);
       return { ok: true };
     });
