@@ -1,0 +1,205 @@
+/**
+ * Push consumers on a fake clock over a real broker and an in-memory SQLite store: credit, hand-back
+ * on cancel, pause and resume, the ack timeout, and a deleted queue.
+ */
+import assert from "node:assert/strict";
+import { afterEach, beforeEach, describe, test } from "node:test";
+import { FakeClock, settle } from "../clock.js";
+import { HopperError } from "../errors.js";
+import { limits } from "../limits.js";
+import { seededRandom } from "../random.js";
+import { SqliteStore } from "../store/sqlite/sqlite-store.js";
+import type { LeasedMessage } from "../store/store.js";
+import { PushConsumer, type PushConsumerOptions, prefetchMax } from "./push-consumer.js";
+import { QueueBroker } from "./queues.js";
+
+const silent = { info() {}, warn() {}, error() {} };
+
+describe("push consumer", () => {
+  let clock: FakeClock;
+  let store: SqliteStore;
+  let broker: QueueBroker;
+  const consumers: PushConsumer[] = [];
+
+  beforeEach(async () => {
+    clock = new FakeClock();
+    store = new SqliteStore({ path: ":memory:", random: seededRandom(7) });
+    broker = new QueueBroker(store, clock, seededRandom(7), silent);
+    await broker.start();
+    await broker.putQueue("q", {});
+  });
+
+  afterEach(async () => {
+    await Promise.all(consumers.splice(0).map((consumer) => consumer.cancel()));
+    broker.stop();
+    await store.close();
+  });
+
+  async function send(count: number, queue = "q"): Promise<void> {
+    const messages = Array.from({ length: count }, (_, i) => ({
+      body: Buffer.from(String(i)),
+      contentType: "text/plain",
+    }));
+    await broker.send(queue, messages);
+    await settle();
+  }
+
+  function start(prefetch: number, extra: Partial<PushConsumerOptions> = {}) {
+    const delivered: LeasedMessage[] = [];
+    const warnings: unknown[] = [];
+    const consumer = new PushConsumer({
+      broker,
+      clock,
+      queue: "q",
+      prefetch,
+      deliver: (message) => delivered.push(message),
+      onWarning: (error) => warnings.push(error),
+      ...extra,
+    });
+    consumers.push(consumer);
+    consumer.start();
+    return { consumer, delivered, warnings };
+  }
+
+  test("holds at most prefetch deliveries; each ack lets one more through", async () => {
+    await send(10);
+    const { consumer, delivered } = start(3);
+    await settle();
+    assert.equal(delivered.length, 3);
+    assert.equal(consumer.unacked, 3);
+    const results = await consumer.ack([(delivered[0] as LeasedMessage).receipt]);
+    assert.deepEqual(results, [{ ok: true }]);
+    await settle();
+    assert.equal(delivered.length, 4);
+    assert.equal(consumer.unacked, 3);
+    while (delivered.length < 10) {
+      await consumer.ack(delivered.slice(-consumer.unacked).map((message) => message.receipt));
+      await settle();
+      assert.ok(consumer.unacked <= 3);
+    }
+    assert.equal(new Set(delivered.map((message) => message.id)).size, 10);
+  });
+
+  test("a message sent later reaches a consumer that was waiting with credit", async () => {
+    const { delivered } = start(2);
+    await settle();
+    assert.equal(delivered.length, 0);
+    await send(1);
+    assert.equal(delivered.length, 1);
+  });
+
+  test("cancel hands every held lease back at once: another receive takes them with no time passing", async () => {
+    await send(4);
+    const { consumer, delivered } = start(4);
+    await settle();
+    assert.equal(delivered.length, 4);
+    await consumer.cancel();
+    const again = await broker.receive("q", { max: 10, waitMs: 0 });
+    assert.deepEqual(
+      again.map((message) => message.id).sort(),
+      delivered.map((message) => message.id).sort(),
+    );
+    assert.ok(again.every((message) => message.deliveryCount === 2));
+  });
+
+  test("cancel while a long poll waits leaves nothing leased", async () => {
+    const { consumer, delivered } = start(2);
+    await settle();
+    await consumer.cancel();
+    await send(2);
+    assert.equal(delivered.length, 0);
+    assert.equal((await broker.stats("q")).inFlight, 0);
+  });
+
+  test("paused, it delivers nothing; resumed, it delivers what it leased, in order, then more", async () => {
+    const { consumer, delivered } = start(3);
+    consumer.pause();
+    await send(5);
+    assert.equal(delivered.length, 0);
+    assert.ok(consumer.unacked <= 3);
+    consumer.resume();
+    await settle();
+    assert.equal(delivered.length, 3);
+    assert.deepEqual(
+      delivered.map((message) => message.body.toString()),
+      ["0", "1", "2"],
+    );
+    await consumer.ack(delivered.map((message) => message.receipt));
+    await settle();
+    assert.equal(delivered.length, 5);
+  });
+
+  test("a delivery held past the ack timeout is lost: the message comes back and so does the credit", async () => {
+    await send(2);
+    const { consumer, delivered, warnings } = start(1, { ackTimeoutMs: 60_000 });
+    await settle();
+    assert.equal(delivered.length, 1);
+    const first = delivered[0] as LeasedMessage;
+    await clock.advance(59_999);
+    assert.equal(delivered.length, 1, "nothing more while the delivery is held");
+    await clock.advance(1);
+    // The credit came back: the consumer took the next message (or the first one again).
+    assert.equal(delivered.length, 2);
+    assert.equal(consumer.unacked, 1);
+    assert.ok(warnings.some((w) => w instanceof HopperError && w.code === "stale_receipt"));
+    const [late] = await consumer.ack([first.receipt]);
+    assert.ok(late && "error" in late && late.error.code === "stale_receipt");
+    await clock.advance(60_000);
+    const redelivered = delivered.find((message) => message.id === first.id && message.deliveryCount === 2);
+    assert.ok(redelivered, "the timed-out message was delivered again");
+  });
+
+  test("the default lease of a delivery is the consumer ack timeout", async () => {
+    await send(1);
+    const { delivered } = start(1);
+    await settle();
+    assert.equal(delivered.length, 1);
+    await clock.advance(limits.consumerAckTimeoutMs - 1);
+    assert.equal((await broker.stats("q")).inFlight, 1);
+    await clock.advance(1);
+    // Redelivered to the same consumer, whose credit came back with the lease.
+    assert.equal(delivered.length, 2);
+    assert.equal(delivered[1]?.deliveryCount, 2);
+  });
+
+  test("ack and nack answer per receipt in order; a receipt not held answers stale_receipt", async () => {
+    await send(3);
+    const { consumer, delivered } = start(3);
+    await settle();
+    const [a, b, c] = delivered.map((message) => message.receipt) as [string, string, string];
+    const results = await consumer.nack(["nope", a, b, a], 0);
+    assert.deepEqual(
+      results.map((r) => ("ok" in r ? "ok" : r.error.code)),
+      ["stale_receipt", "ok", "ok", "ok"],
+    );
+    await settle();
+    assert.equal(consumer.unacked, 3, "the two nacked came back to this consumer");
+    assert.deepEqual(
+      (await consumer.ack([c])).map((r) => "ok" in r),
+      [true],
+    );
+  });
+
+  test("a deleted queue ends the consumer, which then holds nothing", async () => {
+    let ended: HopperError | undefined;
+    const { consumer } = start(2, {
+      onEnd: (error) => {
+        ended = error;
+      },
+    });
+    await settle();
+    await broker.deleteQueue("q");
+    await settle();
+    assert.equal(ended?.code, "queue_not_found");
+    assert.equal(consumer.unacked, 0);
+  });
+
+  test("prefetch outside 1 to prefetchMax is refused", () => {
+    for (const prefetch of [0, prefetchMax + 1, 1.5]) {
+      assert.throws(
+        () => new PushConsumer({ broker, clock, queue: "q", prefetch, deliver: () => {} }),
+        (error: unknown) => error instanceof HopperError && error.code === "invalid_request",
+      );
+    }
+  });
+});

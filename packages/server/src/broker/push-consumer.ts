@@ -1,0 +1,300 @@
+/**
+ * Push consumption (DESIGN.md §7), free of any protocol: a consumer has a credit of `prefetch`
+ * deliveries. While credit is left and it is not paused, it leases messages with a long poll and hands
+ * each to `deliver`; an ack or nack gives the credit back. Every delivery is a lease as long as the
+ * consumer ack timeout: a consumer that holds one longer loses it (the message becomes available
+ * again, and the credit comes back). Cancelling hands every lease it holds back at once, so another
+ * consumer can take those messages without waiting for a timeout.
+ */
+import type { Clock } from "../clock.js";
+import { HopperError, invariant } from "../errors.js";
+import { limits } from "../limits.js";
+import type { LeasedMessage } from "../store/store.js";
+import type { ItemResult, QueueBroker } from "./queues.js";
+
+/** The most unacked deliveries one consumer may hold: as the client worker's concurrency ceiling. */
+export const prefetchMax = 1000;
+/** A long poll that came back empty early (the broker is stopping) is followed by this pause, not a spin. */
+const emptyReceivePauseMs = 1_000;
+/** Pauses after failed receives: 250 ms doubling to 30 s, so a store outage is not hammered. */
+const receiveBackoffMsMin = 250;
+const receiveBackoffMsMax = 30_000;
+
+/** What a consumer needs of the broker; a QueueBroker is one. */
+export type PushBroker = Pick<QueueBroker, "receive" | "ack" | "nack" | "extend">;
+
+export interface PushConsumerOptions {
+  broker: PushBroker;
+  clock: Clock;
+  queue: string;
+  /** The most unacked deliveries held at once, 1 to `prefetchMax`. */
+  prefetch: number;
+  /** Pushes one leased message to the consumer. Called only while the consumer is not paused. */
+  deliver: (message: LeasedMessage) => void;
+  /** The consumer ended by itself (its queue was deleted); it holds nothing any more. */
+  onEnd?: (error: HopperError) => void;
+  /** A receive failed for a passing reason (store unreachable) and will be retried, or a lease timed out. */
+  onWarning?: (error: unknown) => void;
+  /** Lease length of each delivery. Default `limits.consumerAckTimeoutMs`. */
+  ackTimeoutMs?: number;
+}
+
+interface HeldLease {
+  /** Ends the ack-timeout timer of this delivery. */
+  cancelTimer: () => void;
+}
+
+export class PushConsumer {
+  readonly queue: string;
+  readonly prefetch: number;
+  /** Leases this consumer holds, delivered or waiting to be, by receipt. */
+  private readonly held = new Map<string, HeldLease>();
+  /** Leased while paused: delivered, in order, once the consumer resumes. */
+  private readonly undelivered: LeasedMessage[] = [];
+  private readonly receiveAbort = new AbortController();
+  private readonly ackTimeoutMs: number;
+  private loop: Promise<void> | undefined;
+  private wakeSleep: (() => void) | undefined;
+  private paused = false;
+  private ended = false;
+  private cancelling: Promise<void> | undefined;
+
+  constructor(private readonly options: PushConsumerOptions) {
+    const { prefetch } = options;
+    if (!Number.isInteger(prefetch) || prefetch < 1 || prefetch > prefetchMax) {
+      throw new HopperError("invalid_request", `prefetch must be from 1 to ${prefetchMax}.`, {
+        max: prefetchMax,
+      });
+    }
+    this.queue = options.queue;
+    this.prefetch = prefetch;
+    this.ackTimeoutMs = options.ackTimeoutMs ?? limits.consumerAckTimeoutMs;
+  }
+
+  /** Unacked deliveries held now; never more than `prefetch`. */
+  get unacked(): number {
+    return this.held.size;
+  }
+
+  get isPaused(): boolean {
+    return this.paused;
+  }
+
+  /** Whether this consumer holds the lease `receipt` names. */
+  holds(receipt: string): boolean {
+    return this.held.has(receipt);
+  }
+
+  /** Starts leasing and delivering. */
+  start(): void {
+    this.pump();
+  }
+
+  /** Stops delivering (the consumer's send buffer is full); leases already taken wait for resume(). */
+  pause(): void {
+    this.paused = true;
+  }
+
+  /** Delivers what waited, in order, then leases again while credit is left. */
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    while (!this.paused && !this.ended) {
+      const message = this.undelivered.shift();
+      if (!message) break;
+      this.options.deliver(message);
+    }
+    this.pump();
+  }
+
+  /** Deletes the messages; a receipt this consumer does not hold answers `stale_receipt`. */
+  async ack(receipts: string[]): Promise<ItemResult[]> {
+    return this.settle(receipts, (held) => this.options.broker.ack(this.queue, held));
+  }
+
+  /** Ends the leases; each message comes back after `delayMs`, or as the queue's retry policy says. */
+  async nack(receipts: string[], delayMs?: number): Promise<ItemResult[]> {
+    return this.settle(receipts, (held) => this.options.broker.nack(this.queue, held, delayMs));
+  }
+
+  /** Hands the messages back at once, without counting a nack. */
+  async release(receipts: string[]): Promise<ItemResult[]> {
+    return this.settle(receipts, (held) => this.options.broker.extend(this.queue, held, 0));
+  }
+
+  /**
+   * Stops leasing and hands back every lease held (delivered or not) at once. Resolves when the broker
+   * has them back. Idempotent.
+   */
+  cancel(): Promise<void> {
+    this.cancelling ??= this.cancelOnce();
+    return this.cancelling;
+  }
+
+  private async cancelOnce(): Promise<void> {
+    this.ended = true;
+    this.receiveAbort.abort();
+    this.wakeSleep?.();
+    // A receive that was answered as the abort came has added its leases to `held` once the loop ends.
+    await this.loop;
+    this.undelivered.length = 0;
+    const receipts = [...this.held.keys()];
+    for (const lease of this.held.values()) lease.cancelTimer();
+    this.held.clear();
+    const batches = [];
+    for (let start = 0; start < receipts.length; start += limits.batchSizeMax) {
+      batches.push(receipts.slice(start, start + limits.batchSizeMax));
+    }
+    const outcomes = await Promise.allSettled(
+      batches.map((batch) => this.options.broker.extend(this.queue, batch, 0)),
+    );
+    for (const outcome of outcomes) {
+      // The leases end by their timeout instead; nothing is lost, only later.
+      if (outcome.status === "rejected") this.options.onWarning?.(outcome.reason);
+    }
+  }
+
+  /**
+   * Runs one ack, nack or release for the receipts this consumer holds, in the caller's order. A lease
+   * that is settled, or found gone, gives its credit back; one whose call failed stays held.
+   */
+  private async settle(
+    receipts: string[],
+    call: (held: string[]) => Promise<ItemResult[]>,
+  ): Promise<ItemResult[]> {
+    // Each held lease is settled once, however often the caller named it.
+    const heldReceipts = [...new Set(receipts)].filter((receipt) => this.held.has(receipt));
+    const heldResults = heldReceipts.length > 0 ? await call(heldReceipts) : [];
+    invariant(heldResults.length === heldReceipts.length, "one result per receipt");
+    const resultByReceipt = new Map<string, ItemResult>();
+    heldReceipts.forEach((receipt, index) => {
+      const result = heldResults[index] as ItemResult;
+      resultByReceipt.set(receipt, result);
+      if ("ok" in result || result.error.code === "stale_receipt") this.forget(receipt);
+    });
+    this.pump();
+    return receipts.map((receipt) => resultByReceipt.get(receipt) ?? notHeldResult());
+  }
+
+  /** Drops a lease from the held set, giving its credit back. */
+  private forget(receipt: string): void {
+    const lease = this.held.get(receipt);
+    if (!lease) return;
+    lease.cancelTimer();
+    this.held.delete(receipt);
+  }
+
+  /** Starts the receive loop unless it runs already or there is nothing for it to do. */
+  private pump(): void {
+    if (this.loop || !this.canReceive()) return;
+    this.loop = this.receiveLoop().finally(() => {
+      this.loop = undefined;
+      this.pump();
+    });
+  }
+
+  private canReceive(): boolean {
+    return !this.ended && !this.paused && this.held.size < this.prefetch;
+  }
+
+  private async receiveLoop(): Promise<void> {
+    let failuresInRow = 0;
+    while (this.canReceive()) {
+      const startedAt = this.options.clock.now();
+      let messages: LeasedMessage[];
+      try {
+        messages = await this.options.broker.receive(this.queue, {
+          max: Math.min(this.prefetch - this.held.size, limits.receiveMax),
+          waitMs: limits.waitMsMax,
+          visibilityTimeoutMs: this.ackTimeoutMs,
+          signal: this.receiveAbort.signal,
+        });
+        failuresInRow = 0;
+      } catch (error) {
+        if (this.ended) return;
+        if (error instanceof HopperError && error.code === "queue_not_found") {
+          this.end(error);
+          return;
+        }
+        failuresInRow++;
+        this.options.onWarning?.(error);
+        await this.sleep(backoffMs(failuresInRow));
+        continue;
+      }
+      this.take(messages);
+      const elapsedMs = this.options.clock.now() - startedAt;
+      if (messages.length === 0 && elapsedMs < limits.waitMsMax) await this.sleep(emptyReceivePauseMs);
+    }
+  }
+
+  /** Holds each new lease against the credit and delivers it, or keeps it until resume(). */
+  private take(messages: LeasedMessage[]): void {
+    for (const message of messages) {
+      const expiresAt = this.options.clock.now() + this.ackTimeoutMs;
+      const cancelTimer = this.options.clock.setTimer(expiresAt, () => this.ackTimedOut(message.receipt));
+      this.held.set(message.receipt, { cancelTimer });
+      invariant(this.held.size <= this.prefetch, "a consumer never holds more than its prefetch");
+      // After cancel() the leases are only held, so that cancel hands them back.
+      if (this.ended) continue;
+      if (this.paused) this.undelivered.push(message);
+      else this.options.deliver(message);
+    }
+  }
+
+  /** The delivery's lease has ended: the message is available again, so its credit comes back. */
+  private ackTimedOut(receipt: string): void {
+    if (!this.held.has(receipt)) return;
+    this.held.delete(receipt);
+    const index = this.undelivered.findIndex((message) => message.receipt === receipt);
+    if (index >= 0) this.undelivered.splice(index, 1);
+    this.options.onWarning?.(
+      new HopperError(
+        "stale_receipt",
+        `A delivery of queue "${this.queue}" was not acked within ${this.ackTimeoutMs} ms; its lease ended.`,
+        {
+          queue: this.queue,
+          ackTimeoutMs: this.ackTimeoutMs,
+        },
+      ),
+    );
+    this.pump();
+  }
+
+  /** The queue is gone: nothing is held (its messages went with it), and nothing more will come. */
+  private end(error: HopperError): void {
+    this.ended = true;
+    this.cancelling = Promise.resolve();
+    for (const lease of this.held.values()) lease.cancelTimer();
+    this.held.clear();
+    this.undelivered.length = 0;
+    this.options.onEnd?.(error);
+  }
+
+  /** Waits on the injected clock, or until cancel(). */
+  private sleep(delayMs: number): Promise<void> {
+    if (this.ended) return Promise.resolve();
+    return new Promise((resolve) => {
+      const wake = () => {
+        cancelTimer();
+        this.wakeSleep = undefined;
+        resolve();
+      };
+      const cancelTimer = this.options.clock.setTimer(this.options.clock.now() + delayMs, wake);
+      this.wakeSleep = wake;
+    });
+  }
+}
+
+function notHeldResult(): ItemResult {
+  return {
+    error: new HopperError(
+      "stale_receipt",
+      "This consumer holds no lease with this receipt: it was acked, its lease ended, or it was never delivered here.",
+    ),
+  };
+}
+
+/** Capped exponential back-off: 250 ms, 500 ms, 1 s, … up to 30 s. */
+function backoffMs(failuresInRow: number): number {
+  return Math.min(receiveBackoffMsMax, receiveBackoffMsMin * 2 ** Math.min(failuresInRow - 1, 30));
+}
