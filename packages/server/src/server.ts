@@ -9,6 +9,7 @@ import { QueueBroker } from "./broker/queues.js";
 import { type Clock, systemClock } from "./clock.js";
 import { Metrics } from "./observability/metrics.js";
 import { buildHttpApp } from "./protocols/http/app.js";
+import { registerWebSocketEndpoint } from "./protocols/ws/endpoint.js";
 import { type Random, systemRandom } from "./random.js";
 import { PostgresStore } from "./store/postgres/postgres-store.js";
 import { type Durability, SqliteStore } from "./store/sqlite/sqlite-store.js";
@@ -66,6 +67,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const apiKeys = new ApiKeys(options.apiKeys ?? []);
   const metrics = new Metrics(broker, exchanges);
   const app = await buildHttpApp({ broker, exchanges, store, apiKeys, metrics, logger });
+  await registerWebSocketEndpoint(app, { broker, clock });
   const address = await app.listen({ host: options.host ?? "127.0.0.1", port: options.port ?? 7171 });
   let closing: Promise<void> | undefined;
   return {

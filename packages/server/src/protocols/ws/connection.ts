@@ -1,0 +1,333 @@
+/**
+ * One WebSocket connection: reads frames, makes one broker call per frame and answers, pushes
+ * deliveries and signals. It owns the push consumers and signal subscriptions made on it, and ends
+ * them all when the socket closes, so every lease it held is handed back at once.
+ */
+import type { RawData, WebSocket } from "ws";
+import { PushConsumer } from "../../broker/push-consumer.js";
+import type { ItemResult, QueueBroker } from "../../broker/queues.js";
+import { type Signal, type SignalHub, signalSubscriptionsPerConnectionMax } from "../../broker/signals.js";
+import type { Clock } from "../../clock.js";
+import { HopperError } from "../../errors.js";
+import { renderLeased } from "../http/render.js";
+import {
+  type AckFrame,
+  type CancelFrame,
+  type ClientFrame,
+  type ConsumeFrame,
+  type NackFrame,
+  parseFrame,
+  type Ref,
+  type SignalPublishFrame,
+} from "./frames.js";
+
+/**
+ * Past this many bytes waiting in the send buffer, deliveries stop and signals are dropped: a client
+ * that does not read must not make the server hold its backlog in memory. 1 MiB is one maximal message.
+ */
+export const sendBufferBytesHigh = 1024 * 1024;
+/** Deliveries resume once the buffer has drained below this, so they do not flap at the mark. */
+export const sendBufferBytesLow = sendBufferBytesHigh / 4;
+/** Consumers on one connection: a process consumes a few queues, not hundreds. */
+export const consumersPerConnectionMax = 64;
+/** Frames being worked on at once; past it the socket is not read until some finish. */
+export const operationsInFlightMax = 64;
+/** A ping every 30 s keeps idle connections open through proxies and finds dead peers within 60 s. */
+export const pingIntervalMs = 30_000;
+
+export interface Logger {
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export interface ConnectionContext {
+  broker: QueueBroker;
+  signals: SignalHub;
+  clock: Clock;
+  log: Logger;
+}
+
+type Answer = { op: string } & Record<string, unknown>;
+
+export class WsConnection {
+  /** Resolves once the connection is closed and every lease it held is handed back. */
+  readonly closed: Promise<void>;
+  private readonly consumers = new Map<string, PushConsumer>();
+  private readonly subscriptions = new Map<string, () => void>();
+  private resolveClosed!: () => void;
+  private closing = false;
+  private nextSub = 1;
+  private operationsInFlight = 0;
+  private readingPaused = false;
+  private sendPaused = false;
+  private pongSeen = true;
+  private cancelPing: () => void;
+
+  constructor(
+    private readonly socket: WebSocket,
+    private readonly context: ConnectionContext,
+  ) {
+    this.closed = new Promise((resolve) => {
+      this.resolveClosed = resolve;
+    });
+    socket.on("message", (data, isBinary) => this.onFrame(data, isBinary));
+    socket.on("pong", () => {
+      this.pongSeen = true;
+    });
+    socket.on("close", () => void this.close());
+    this.cancelPing = this.schedulePing();
+  }
+
+  /** Unacked deliveries held by this connection's consumers, for tests. */
+  get unacked(): number {
+    let count = 0;
+    for (const consumer of this.consumers.values()) count += consumer.unacked;
+    return count;
+  }
+
+  /**
+   * Ends the connection's consumers (handing back their leases) and subscriptions. Called when the
+   * socket closes, and at shutdown. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.closing) return this.closed;
+    this.closing = true;
+    this.cancelPing();
+    for (const unsubscribe of this.subscriptions.values()) unsubscribe();
+    this.subscriptions.clear();
+    const consumers = [...this.consumers.values()];
+    this.consumers.clear();
+    await Promise.all(consumers.map((consumer) => consumer.cancel()));
+    this.resolveClosed();
+    return this.closed;
+  }
+
+  private onFrame(data: RawData, isBinary: boolean): void {
+    if (this.closing) return;
+    this.operationsInFlight++;
+    if (this.operationsInFlight >= operationsInFlightMax && !this.readingPaused) {
+      this.readingPaused = true;
+      this.socket.pause();
+    }
+    void this.answer(data, isBinary).finally(() => {
+      this.operationsInFlight--;
+      if (this.readingPaused && this.operationsInFlight < operationsInFlightMax / 2) {
+        this.readingPaused = false;
+        this.socket.resume();
+      }
+    });
+  }
+
+  /** Runs one frame and sends its answer, or an error frame that echoes its ref. */
+  private async answer(data: RawData, isBinary: boolean): Promise<void> {
+    let ref: Ref | undefined;
+    try {
+      if (isBinary) throw new HopperError("invalid_request", "Frames are JSON text, not binary.");
+      const parsed = parseFrame(rawText(data));
+      if ("error" in parsed) {
+        ref = parsed.ref;
+        throw parsed.error;
+      }
+      ref = parsed.frame.ref;
+      // A frame answered without waiting is answered before the next frame runs, so answers to such
+      // frames (subscribe, then publish) come in the order the frames came.
+      const running = this.run(parsed.frame);
+      const answer = running instanceof Promise ? await running : running;
+      if (answer) this.send(ref === undefined ? answer : { ...answer, ref });
+    } catch (error) {
+      let hopperError: HopperError;
+      if (error instanceof HopperError) hopperError = error;
+      else {
+        this.context.log.error({ err: error }, "websocket frame failed");
+        hopperError = new HopperError("internal");
+      }
+      this.send({ op: "error", ...(ref !== undefined && { ref }), error: hopperError.toJSON() });
+    }
+  }
+
+  /** Runs a checked frame; answers undefined when the frame's answer is already sent. */
+  private run(frame: ClientFrame): Promise<Answer | undefined> | Answer {
+    switch (frame.op) {
+      case "consume":
+        return this.consume(frame);
+      case "ack":
+        return this.settle(frame, (consumer, receipts) => consumer.ack(receipts));
+      case "nack":
+        return this.settle(frame, (consumer, receipts) => consumer.nack(receipts, frame.delayMs));
+      case "cancel":
+        return this.cancel(frame);
+      case "signal.subscribe":
+        return this.subscribe(frame.channel);
+      case "signal.unsubscribe":
+        this.subscriptions.get(frame.channel)?.();
+        this.subscriptions.delete(frame.channel);
+        return { op: "signal.unsubscribed", channel: frame.channel };
+      case "signal.publish":
+        return this.publish(frame);
+    }
+  }
+
+  private async consume(frame: ConsumeFrame): Promise<undefined> {
+    if (this.consumers.size >= consumersPerConnectionMax) {
+      throw new HopperError("too_many_consumers", undefined, { max: consumersPerConnectionMax });
+    }
+    // A missing queue is refused here, with the frame's ref, rather than by a consumer that then ends.
+    await this.context.broker.getQueue(frame.queue);
+    if (this.closing) throw new HopperError("invalid_request", "The connection is closing.");
+    const sub = String(this.nextSub++);
+    const consumer = new PushConsumer({
+      broker: this.context.broker,
+      clock: this.context.clock,
+      queue: frame.queue,
+      prefetch: frame.prefetch,
+      deliver: (message) => this.send({ op: "deliver", sub, message: renderLeased(message) }),
+      onEnd: (error) => {
+        this.consumers.delete(sub);
+        this.send({ op: "cancelled", sub, error: error.toJSON() });
+      },
+      onWarning: (error) => this.context.log.warn({ err: error, queue: frame.queue, sub }, "push consumer"),
+    });
+    this.consumers.set(sub, consumer);
+    if (this.sendPaused) consumer.pause();
+    // The answer goes out before the first delivery: start() may deliver at once.
+    this.send(frame.ref === undefined ? { op: "consuming", sub } : { op: "consuming", sub, ref: frame.ref });
+    consumer.start();
+    return undefined;
+  }
+
+  /**
+   * Acks or nacks receipts, each through the consumer that delivered it on this connection; a receipt
+   * no consumer here holds answers `stale_receipt`. Results come in the order given.
+   */
+  private async settle(
+    frame: AckFrame | NackFrame,
+    call: (consumer: PushConsumer, receipts: string[]) => Promise<ItemResult[]>,
+  ): Promise<Answer> {
+    const byConsumer = new Map<PushConsumer, string[]>();
+    for (const receipt of frame.receipts) {
+      for (const consumer of this.consumers.values()) {
+        if (!consumer.holds(receipt)) continue;
+        const receipts = byConsumer.get(consumer) ?? [];
+        receipts.push(receipt);
+        byConsumer.set(consumer, receipts);
+        break;
+      }
+    }
+    const resultByReceipt = new Map<string, ItemResult>();
+    await Promise.all(
+      [...byConsumer].map(async ([consumer, receipts]) => {
+        const results = await call(consumer, receipts);
+        receipts.forEach((receipt, index) => {
+          resultByReceipt.set(receipt, results[index] as ItemResult);
+        });
+      }),
+    );
+    const results = frame.receipts.map((receipt) => renderResult(resultByReceipt.get(receipt) ?? notHeld()));
+    return { op: frame.op === "ack" ? "acked" : "nacked", results };
+  }
+
+  private async cancel(frame: CancelFrame): Promise<Answer> {
+    const consumer = this.consumers.get(frame.sub);
+    if (!consumer) {
+      throw new HopperError("consumer_not_found", `This connection has no consumer "${frame.sub}".`, {
+        sub: frame.sub,
+      });
+    }
+    // Gone from the map first: an ack that comes while the leases are handed back finds none here.
+    this.consumers.delete(frame.sub);
+    await consumer.cancel();
+    return { op: "cancelled", sub: frame.sub };
+  }
+
+  private subscribe(channel: string): Answer {
+    if (!this.subscriptions.has(channel)) {
+      if (this.subscriptions.size >= signalSubscriptionsPerConnectionMax) {
+        throw new HopperError(
+          "too_many_subscriptions",
+          `A connection holds at most ${signalSubscriptionsPerConnectionMax} signal subscriptions.`,
+          { max: signalSubscriptionsPerConnectionMax },
+        );
+      }
+      this.subscriptions.set(
+        channel,
+        this.context.signals.subscribe(channel, (signal) => this.pushSignal(signal)),
+      );
+    }
+    return { op: "signal.subscribed", channel };
+  }
+
+  private publish(frame: SignalPublishFrame): Answer {
+    const delivered = this.context.signals.publish(frame.channel, frame.data);
+    return { op: "signal.published", channel: frame.channel, delivered };
+  }
+
+  /** Sends a signal unless the socket is backed up: signals are ephemeral, so a late one is dropped. */
+  private pushSignal(signal: Signal): boolean {
+    if (this.closing || this.socket.readyState !== this.socket.OPEN) return false;
+    if (this.socket.bufferedAmount > sendBufferBytesHigh) return false;
+    const frame = `{"op":"signal","channel":${JSON.stringify(signal.channel)},"data":${signal.dataJson}}`;
+    this.sendText(frame);
+    return true;
+  }
+
+  private send(answer: Answer): void {
+    this.sendText(JSON.stringify(answer));
+  }
+
+  /**
+   * Writes a frame, and pauses every consumer once the send buffer passes the high mark. Each write's
+   * callback looks at the buffer again, so the last one to flush resumes them.
+   */
+  private sendText(text: string): void {
+    if (this.socket.readyState !== this.socket.OPEN) return;
+    this.socket.send(text, () => this.afterWrite());
+    if (!this.sendPaused && this.socket.bufferedAmount > sendBufferBytesHigh) {
+      this.sendPaused = true;
+      for (const consumer of this.consumers.values()) consumer.pause();
+    }
+  }
+
+  private afterWrite(): void {
+    if (!this.sendPaused || this.closing || this.socket.bufferedAmount > sendBufferBytesLow) return;
+    this.sendPaused = false;
+    for (const consumer of this.consumers.values()) {
+      consumer.resume();
+      // A consumer that refilled the buffer has paused them all again.
+      if (this.sendPaused) break;
+    }
+  }
+
+  /** Pings every `pingIntervalMs`; a peer that has not answered the previous ping is cut off. */
+  private schedulePing(): () => void {
+    const { clock } = this.context;
+    return clock.setTimer(clock.now() + pingIntervalMs, () => {
+      if (this.closing) return;
+      if (!this.pongSeen) {
+        this.socket.terminate();
+        return;
+      }
+      this.pongSeen = false;
+      this.socket.ping();
+      this.cancelPing = this.schedulePing();
+    });
+  }
+}
+
+function rawText(data: RawData): string {
+  if (Buffer.isBuffer(data)) return data.toString("utf8");
+  if (Array.isArray(data)) return Buffer.concat(data).toString("utf8");
+  return Buffer.from(data).toString("utf8");
+}
+
+function renderResult(result: ItemResult): object {
+  return "error" in result ? { error: result.error.toJSON() } : result;
+}
+
+function notHeld(): ItemResult {
+  return {
+    error: new HopperError(
+      "stale_receipt",
+      "No consumer on this connection holds this receipt: it was acked, its lease ended, or it was delivered elsewhere.",
+    ),
+  };
+}

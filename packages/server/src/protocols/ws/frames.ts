@@ -1,0 +1,139 @@
+/**
+ * The frames a WebSocket client may send (API.md "WebSocket"), as TypeBox schemas: one JSON object per
+ * frame, an `op` naming its schema, unknown ops and unknown fields refused. `parseFrame` turns a text
+ * frame into a checked frame or the catalog error to answer with, so a bad frame changes nothing.
+ */
+import Type, { type Static, type TSchema } from "typebox";
+import { Compile } from "typebox/compile";
+import { prefetchMax } from "../../broker/push-consumer.js";
+import { HopperError } from "../../errors.js";
+import { limits } from "../../limits.js";
+
+const strict = { additionalProperties: false } as const;
+
+/** Echoed in the answer so a client can match it to its frame; short, as it is only a tag. */
+const refLengthMax = 128;
+const Ref = Type.Union([Type.String({ maxLength: refLengthMax }), Type.Number()]);
+const Name = Type.String({ pattern: limits.namePattern });
+const Receipts = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+  minItems: 1,
+  maxItems: limits.batchSizeMax,
+});
+/** Subscription ids are small decimal numbers handed out per connection. */
+const Sub = Type.String({ minLength: 1, maxLength: 20 });
+
+const frameSchemas = {
+  consume: Type.Object(
+    {
+      op: Type.Literal("consume"),
+      ref: Type.Optional(Ref),
+      queue: Name,
+      prefetch: Type.Integer({ minimum: 1, maximum: prefetchMax }),
+    },
+    strict,
+  ),
+  ack: Type.Object({ op: Type.Literal("ack"), ref: Type.Optional(Ref), receipts: Receipts }, strict),
+  nack: Type.Object(
+    {
+      op: Type.Literal("nack"),
+      ref: Type.Optional(Ref),
+      receipts: Receipts,
+      delayMs: Type.Optional(Type.Integer({ minimum: 0, maximum: limits.retryDelayMsMax })),
+    },
+    strict,
+  ),
+  cancel: Type.Object({ op: Type.Literal("cancel"), ref: Type.Optional(Ref), sub: Sub }, strict),
+  "signal.subscribe": Type.Object(
+    { op: Type.Literal("signal.subscribe"), ref: Type.Optional(Ref), channel: Name },
+    strict,
+  ),
+  "signal.unsubscribe": Type.Object(
+    { op: Type.Literal("signal.unsubscribe"), ref: Type.Optional(Ref), channel: Name },
+    strict,
+  ),
+  "signal.publish": Type.Object(
+    { op: Type.Literal("signal.publish"), ref: Type.Optional(Ref), channel: Name, data: Type.Unknown() },
+    strict,
+  ),
+} as const;
+
+export type ConsumeFrame = Static<(typeof frameSchemas)["consume"]>;
+export type AckFrame = Static<(typeof frameSchemas)["ack"]>;
+export type NackFrame = Static<(typeof frameSchemas)["nack"]>;
+export type CancelFrame = Static<(typeof frameSchemas)["cancel"]>;
+export type SignalSubscribeFrame = Static<(typeof frameSchemas)["signal.subscribe"]>;
+export type SignalUnsubscribeFrame = Static<(typeof frameSchemas)["signal.unsubscribe"]>;
+export type SignalPublishFrame = Static<(typeof frameSchemas)["signal.publish"]>;
+export type ClientFrame =
+  | ConsumeFrame
+  | AckFrame
+  | NackFrame
+  | CancelFrame
+  | SignalSubscribeFrame
+  | SignalUnsubscribeFrame
+  | SignalPublishFrame;
+export type Ref = Static<typeof Ref>;
+
+type Op = keyof typeof frameSchemas;
+const validators = Object.fromEntries(
+  Object.entries(frameSchemas).map(([op, schema]) => [op, Compile(schema as TSchema)]),
+) as Record<Op, ReturnType<typeof Compile>>;
+const refValidator = Compile(Ref);
+
+export type ParsedFrame = { frame: ClientFrame } | { error: HopperError; ref?: Ref };
+
+/** Checks one text frame against its op's schema. */
+export function parseFrame(text: string): ParsedFrame {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    return {
+      error: new HopperError("invalid_json", `The frame is not valid JSON: ${(error as Error).message}`),
+    };
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    return { error: new HopperError("invalid_request", "A frame is one JSON object.") };
+  }
+  const fields = value as Record<string, unknown>;
+  // The ref is echoed even when the rest of the frame is refused, so the client can tell which failed.
+  const ref = refValidator.Check(fields.ref) ? (fields.ref as Ref) : undefined;
+  const withRef = (error: HopperError): ParsedFrame => (ref === undefined ? { error } : { error, ref });
+  const op = fields.op;
+  if (typeof op !== "string" || !Object.hasOwn(frameSchemas, op)) {
+    const known = Object.keys(frameSchemas).join(", ");
+    return withRef(
+      new HopperError("invalid_request", `Unknown op ${JSON.stringify(op)}; the ops are ${known}.`, {
+        ops: Object.keys(frameSchemas),
+      }),
+    );
+  }
+  const validator = validators[op as Op];
+  if (validator.Check(value)) return { frame: value as ClientFrame };
+  const raw = validator.Errors(value);
+  const errors = describeErrors(raw);
+  const first = errors[0];
+  const code = raw.some((e) => e.instancePath === "/queue" || e.instancePath === "/channel")
+    ? "invalid_name"
+    : raw.some((e) => e.keyword === "maxItems" && e.instancePath === "/receipts")
+      ? "batch_too_large"
+      : "invalid_request";
+  return withRef(new HopperError(code, `Invalid ${op} frame: ${first?.path} ${first?.message}`, { errors }));
+}
+
+/** Turns TypeBox's errors into short `{ path, message }` pairs, naming unknown fields plainly. */
+function describeErrors(
+  errors: { keyword: string; instancePath: string; message: string; params: unknown }[],
+): { path: string; message: string }[] {
+  return errors
+    .filter((e) => e.keyword !== "boolean")
+    .slice(0, 10)
+    .map((e) => {
+      const unknown = (e.params as { additionalProperties?: string[] }).additionalProperties;
+      const message =
+        e.keyword === "additionalProperties" && unknown
+          ? `has unknown field(s): ${unknown.join(", ")}`
+          : e.message;
+      return { path: e.instancePath || "/", message };
+    });
+}
