@@ -1,7 +1,10 @@
 import { type Clock, systemClock } from "./clock.js";
 import { BatchCoalescer } from "./coalescer.js";
+import { type ConsumeOptions, type Consumer, createConsumer } from "./consume.js";
 import { clientErrorCodes, HopperError } from "./errors.js";
 import { receiveWaitMsMax, requestTimeoutMsDefault } from "./limits.js";
+import { Signals } from "./signals.js";
+import type { SocketTarget } from "./socket.js";
 import {
   type Binding,
   type ExchangeInfo,
@@ -85,6 +88,8 @@ export class HopperClient {
   private readonly requestTimeoutMs: number;
   private readonly sendBatches = new BatchCoalescer<SendMessage, SendResult>();
   private readonly receiptBatches = new BatchCoalescer<string, ItemResult>();
+  /** Ephemeral signals (typing, presence) over one WebSocket, opened on first use; see signals.ts. */
+  readonly signals: Signals;
 
   constructor(options: HopperClientOptions = {}) {
     this.url = (options.url ?? "http://127.0.0.1:7171").replace(/\/+$/, "");
@@ -93,6 +98,7 @@ export class HopperClient {
     this.requestTimeoutMs = options.requestTimeoutMs ?? requestTimeoutMsDefault;
     // Calling the global fetch as a method of another object throws "Illegal invocation" in browsers.
     this.fetchFn = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    this.signals = new Signals(this.socketTarget());
   }
 
   /** Creates the queue, or updates the attributes of an existing one. */
@@ -258,6 +264,18 @@ export class HopperClient {
   /** Starts a worker that runs `handler` for each message of `queue`; see worker.ts. */
   worker(queue: string, handler: MessageHandler, options: WorkerOptions = {}): Worker {
     return createWorker(this, queue, handler, options);
+  }
+
+  /**
+   * Consumes `queue` over a WebSocket: the server pushes up to `prefetch` messages at a time, and the
+   * connection is replaced if it drops; see consume.ts.
+   */
+  consume(queue: string, handler: MessageHandler, options: ConsumeOptions = {}): Consumer {
+    return createConsumer(this.socketTarget(), queue, handler, options);
+  }
+
+  private socketTarget(): SocketTarget {
+    return { url: this.url, apiKey: this.apiKey, clock: this.clock, requestTimeoutMs: this.requestTimeoutMs };
   }
 
   /** Sends one request and parses its JSON answer; every failure becomes a `HopperError`. */

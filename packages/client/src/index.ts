@@ -7,7 +7,9 @@ export {
   type ReceiveOptions,
 } from "./client.js";
 export { type Clock, type ClockTimer, systemClock } from "./clock.js";
+export { type ConsumeOptions, type Consumer, prefetchMax } from "./consume.js";
 export { clientErrorCodes, HopperError, type HopperErrorInit } from "./errors.js";
+export { type SignalListener, type SignalSubscription, Signals, type SignalsOptions } from "./signals.js";
 export * from "./types.js";
 export {
   createWorker,

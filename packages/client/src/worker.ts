@@ -32,6 +32,13 @@ export interface WorkerOptions {
   waitMs?: number;
   /** Receives every failure: receive, extend, ack and nack errors, handler throws, lost leases. */
   onError?: (error: unknown, message?: ReceivedMessage) => void;
+  /**
+   * "pull" (default): long-poll receives over HTTP, with heartbeats. "push": the server pushes over a
+   * WebSocket (`client.consume`); `visibilityTimeoutMs`, `heartbeatMs` and `waitMs` do not apply.
+   */
+  mode?: "pull" | "push";
+  /** Push mode: the most messages held at once, 1–1000. Default: `concurrency`. */
+  prefetch?: number;
 }
 
 export interface Worker {
@@ -63,6 +70,10 @@ export function createWorker(
   handler: MessageHandler,
   options: WorkerOptions = {},
 ): Worker {
+  if (options.mode === "push") {
+    const prefetch = options.prefetch ?? options.concurrency ?? 1;
+    return client.consume(queue, handler, { prefetch, ...(options.onError && { onError: options.onError }) });
+  }
   const worker = new QueueWorker(client, queue, handler, resolveSettings(options));
   return { stop: () => worker.stop(), done: worker.done };
 }

@@ -1,0 +1,173 @@
+// Push consumption over the WebSocket (`/v1/ws`): the server sends up to `prefetch` messages at a time,
+// the consumer runs the handler for each, acks on success and nacks on a throw. A dropped connection
+// is replaced with capped exponential back-off; the server hands back every lease the old one held,
+// so the handlers still running on it are told (their signal fires) and their messages are not acked.
+import { BatchCoalescer } from "./coalescer.js";
+import { clientErrorCodes, HopperError } from "./errors.js";
+import { type ServerFrame, SocketSession, type SocketTarget } from "./socket.js";
+import { type ItemResult, isItemError, type ReceivedMessage } from "./types.js";
+import type { MessageHandler } from "./worker.js";
+
+/** The server's ceiling for one consumer's prefetch. */
+export const prefetchMax = 1000;
+
+export interface ConsumeOptions {
+  /** The most messages held (being handled or waiting) at once, 1–1000. Default 1. */
+  prefetch?: number;
+  /** Aborting it stops the consumer, as stop() does. */
+  signal?: AbortSignal;
+  /** Receives every failure: connection errors, handler throws, failed acks and nacks, lost leases. */
+  onError?: (error: unknown, message?: ReceivedMessage) => void;
+}
+
+export interface Consumer {
+  /**
+   * Runs no new message, lets running handlers finish and settles their messages, then closes the
+   * connection, which hands back the messages that were not run. Idempotent.
+   */
+  stop(): Promise<void>;
+  /** Resolves once the consumer has stopped. */
+  readonly done: Promise<void>;
+}
+
+type SettleOp = "ack" | "nack";
+
+/** Starts consuming `queue` over a WebSocket to the client's server. */
+export function createConsumer(
+  target: SocketTarget,
+  queue: string,
+  handler: MessageHandler,
+  options: ConsumeOptions = {},
+): Consumer {
+  const prefetch = options.prefetch ?? 1;
+  if (!Number.isInteger(prefetch) || prefetch < 1 || prefetch > prefetchMax) {
+    throw new RangeError(`prefetch must be an integer from 1 to ${prefetchMax}, got ${prefetch}`);
+  }
+  const onError = options.onError ?? ((error: unknown) => console.error("hopper consumer:", error));
+  const consumer = new QueueConsumer(target, queue, prefetch, handler, onError);
+  if (options.signal?.aborted) void consumer.stop();
+  else options.signal?.addEventListener("abort", () => void consumer.stop(), { once: true });
+  return { stop: () => consumer.stop(), done: consumer.done };
+}
+
+class QueueConsumer {
+  readonly done: Promise<void>;
+  private readonly session: SocketSession;
+  /** The signal of each running handler, by receipt: aborted when the connection it came on ends. */
+  private readonly leases = new Map<string, AbortController>();
+  private readonly running = new Set<Promise<void>>();
+  private readonly batches = new BatchCoalescer<string, ItemResult>();
+  private stopping: Promise<void> | undefined;
+  private resolveDone!: () => void;
+
+  constructor(
+    target: SocketTarget,
+    private readonly queue: string,
+    private readonly prefetch: number,
+    private readonly handler: MessageHandler,
+    private readonly onError: (error: unknown, message?: ReceivedMessage) => void,
+  ) {
+    this.done = new Promise((resolve) => {
+      this.resolveDone = resolve;
+    });
+    this.session = new SocketSession(target, {
+      onOpen: async (session) => {
+        await session.request({ op: "consume", queue: this.queue, prefetch: this.prefetch });
+      },
+      onPush: (frame) => this.onPush(frame),
+      onClose: () => this.connectionLost(),
+      onError: (error) => this.report(error),
+    });
+  }
+
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      await Promise.all(this.running);
+      await this.session.close();
+      this.resolveDone();
+    })();
+    return this.stopping;
+  }
+
+  private onPush(frame: ServerFrame): void {
+    if (frame.op === "deliver") {
+      // While stopping, a delivery is held unrun; closing the connection hands it back.
+      if (this.stopping) return;
+      this.track(this.handle(frame.message as ReceivedMessage));
+      return;
+    }
+    if (frame.op === "cancelled") {
+      // The server ended the consumer (its queue was deleted): try again after a pause, as after a drop.
+      const error = frame.error as { code?: string; message?: string } | undefined;
+      this.report(
+        new HopperError({
+          code: error?.code ?? "cancelled",
+          message: error?.message ?? `the server cancelled the consumer of "${this.queue}"`,
+          status: 0,
+        }),
+      );
+      this.session.reconnect();
+    }
+  }
+
+  /** Holds `work` until it settles; `work` never rejects. */
+  private track(work: Promise<void>): void {
+    const tracked = work.finally(() => this.running.delete(tracked));
+    this.running.add(tracked);
+  }
+
+  private async handle(message: ReceivedMessage): Promise<void> {
+    const controller = new AbortController();
+    this.leases.set(message.receipt, controller);
+    let failed = false;
+    try {
+      await this.handler(message, { signal: controller.signal });
+    } catch (error) {
+      failed = true;
+      if (!controller.signal.aborted) this.report(error, message);
+    }
+    this.leases.delete(message.receipt);
+    // The connection it came on has ended: the server handed the message back; the receipt is dead.
+    if (controller.signal.aborted) return;
+    try {
+      const result = await this.settle(failed ? "nack" : "ack", message.receipt);
+      if (isItemError(result)) this.report(HopperError.fromItem(result.error, 200), message);
+    } catch (error) {
+      this.report(error, message);
+    }
+  }
+
+  /** The connection ended: every running handler's lease went with it. */
+  private connectionLost(): void {
+    for (const [receipt, controller] of this.leases) {
+      const error = new HopperError({
+        code: "stale_receipt",
+        message: `the connection closed, so the server handed back the message with receipt ${receipt}`,
+        status: 0,
+      });
+      controller.abort(error);
+      this.report(error);
+    }
+    this.leases.clear();
+  }
+
+  /** Acks or nacks one receipt; the receipts of one event-loop turn share a frame of at most 100. */
+  private settle(op: SettleOp, receipt: string): Promise<ItemResult> {
+    return this.batches.add(op, receipt, async (receipts) => {
+      const answer = await this.session.request({ op, receipts });
+      if (!Array.isArray(answer.results)) {
+        const message = `${op}: the answer has no results`;
+        throw new HopperError({ code: clientErrorCodes.invalidResponse, message, status: 0 });
+      }
+      return answer.results as ItemResult[];
+    });
+  }
+
+  private report(error: unknown, message?: ReceivedMessage): void {
+    try {
+      this.onError(error, message);
+    } catch {
+      // An onError that throws must not stop the consumer or leave a message unsettled.
+    }
+  }
+}

@@ -1,0 +1,306 @@
+// One WebSocket to `/v1/ws` that reconnects by itself. It matches answers to requests by `ref`, hands
+// every other frame (deliveries, signals) to its owner, and tells the owner when a connection opens
+// (to consume or subscribe again) and when it ends (everything held on it is gone).
+import type { RawData, WebSocket } from "ws";
+import type { Clock, ClockTimer } from "./clock.js";
+import { clientErrorCodes, HopperError } from "./errors.js";
+import { receiveBackoffMsMax, receiveBackoffMsMin } from "./limits.js";
+import type { ErrorBody } from "./types.js";
+
+/**
+ * The server pings every 30 s; a connection that has heard nothing for two and a half of those is
+ * taken for dead (a half-open TCP connection never errors by itself) and replaced.
+ */
+export const serverSilenceMsMax = 75_000;
+
+/** Where and how to connect; the HopperClient gives its own. */
+export interface SocketTarget {
+  /** The server's base URL, http(s)://… */
+  url: string;
+  apiKey: string | undefined;
+  clock: Clock;
+  /** An answer later than this ends the connection, as a request timeout does over HTTP. */
+  requestTimeoutMs: number;
+}
+
+/** A frame from the server: an answer (it carries the request's `ref`), a push, or an error. */
+export interface ServerFrame {
+  op: string;
+  ref?: string | number;
+  [field: string]: unknown;
+}
+
+export interface SocketSessionEvents {
+  /** A connection opened: set up what the session is for. A rejection ends that connection. */
+  onOpen(session: SocketSession): Promise<void>;
+  /** A frame that answers no request: `deliver`, `signal`, `cancelled`. */
+  onPush(frame: ServerFrame): void;
+  /** A connection ended; what was held on it (leases, subscriptions) is gone. */
+  onClose(): void;
+  onError(error: unknown): void;
+}
+
+interface PendingAnswer {
+  resolve(frame: ServerFrame): void;
+  reject(error: unknown): void;
+  timer: ClockTimer;
+}
+
+let webSocketModule: Promise<typeof import("ws")> | undefined;
+
+/** Loads `ws` on first use, so that importing the client costs nothing where no socket is opened. */
+function loadWebSocket(): Promise<typeof import("ws")> {
+  webSocketModule ??= import("ws");
+  return webSocketModule;
+}
+
+export class SocketSession {
+  /** Resolves once close() has run and no connection is open. */
+  readonly done: Promise<void>;
+  private socket: WebSocket | undefined;
+  private stopped = false;
+  private nextRef = 1;
+  private readonly answers = new Map<number, PendingAnswer>();
+  private wakePause: (() => void) | undefined;
+  private lastHeardAt = 0;
+  private silenceTimer: ClockTimer | undefined;
+
+  constructor(
+    private readonly target: SocketTarget,
+    private readonly events: SocketSessionEvents,
+  ) {
+    this.done = this.run();
+  }
+
+  /** Sends a frame and resolves with its answer; rejects with the server's error, or when the connection ends first. */
+  request(frame: { op: string } & Record<string, unknown>): Promise<ServerFrame> {
+    const socket = this.socket;
+    if (!socket || socket.readyState !== socket.OPEN) {
+      return Promise.reject(
+        new HopperError({
+          code: clientErrorCodes.network,
+          message: "the WebSocket is not connected",
+          status: 0,
+        }),
+      );
+    }
+    const ref = this.nextRef++;
+    const { clock, requestTimeoutMs } = this.target;
+    return new Promise((resolve, reject) => {
+      const timer = clock.setTimeout(() => {
+        this.answers.delete(ref);
+        const message = `${frame.op}: no answer within ${requestTimeoutMs} ms`;
+        reject(new HopperError({ code: clientErrorCodes.timeout, message, status: 0 }));
+        // A server that stopped answering on this connection may answer on a new one.
+        socket.terminate();
+      }, requestTimeoutMs);
+      this.answers.set(ref, { resolve, reject, timer });
+      socket.send(JSON.stringify({ ...frame, ref }));
+    });
+  }
+
+  /** Ends the connection that is open now; the session connects again after a pause. */
+  reconnect(): void {
+    this.socket?.terminate();
+  }
+
+  /** Stops reconnecting, closes the connection and resolves once it is closed. Idempotent. */
+  close(): Promise<void> {
+    this.stopped = true;
+    this.wakePause?.();
+    this.socket?.close(1000);
+    return this.done;
+  }
+
+  private async run(): Promise<void> {
+    let failuresInRow = 0;
+    while (!this.stopped) {
+      const established = await this.connectOnce();
+      if (this.stopped) break;
+      // A connection that worked and then dropped waits the shortest pause; failures in a row wait longer.
+      failuresInRow = established ? 1 : failuresInRow + 1;
+      await this.pause(backoffMs(failuresInRow));
+    }
+  }
+
+  /** Opens one connection and resolves when it has ended: true if it got as far as onOpen's success. */
+  private async connectOnce(): Promise<boolean> {
+    const { WebSocket } = await loadWebSocket();
+    if (this.stopped) return false;
+    const headers: Record<string, string> = {};
+    if (this.target.apiKey !== undefined) headers.authorization = `Bearer ${this.target.apiKey}`;
+    const socket = new WebSocket(webSocketUrl(this.target.url), {
+      headers,
+      handshakeTimeout: this.target.requestTimeoutMs,
+    });
+    let established = false;
+    let reported = false;
+    const report = (error: unknown) => {
+      if (reported) return;
+      reported = true;
+      this.events.onError(error);
+    };
+    return new Promise<boolean>((resolve) => {
+      socket.on("open", () => {
+        if (this.stopped) {
+          socket.close(1000);
+          return;
+        }
+        this.socket = socket;
+        this.heard();
+        this.events.onOpen(this).then(
+          () => {
+            established = true;
+          },
+          (error) => {
+            report(error);
+            socket.close(1000);
+          },
+        );
+      });
+      socket.on("message", (data) => {
+        this.heard();
+        this.onMessage(data);
+      });
+      socket.on("ping", () => this.heard());
+      // The server refused the upgrade with an HTTP answer: read its error body (401, 403, 429).
+      socket.on("unexpected-response", (_request, response) => {
+        let text = "";
+        response.setEncoding("utf8");
+        response.on("data", (chunk: string) => {
+          text += chunk;
+        });
+        response.on("end", () => {
+          const retryAfter = response.headers["retry-after"];
+          report(
+            HopperError.fromResponse(
+              response.statusCode ?? 0,
+              text,
+              typeof retryAfter === "string" ? retryAfter : null,
+            ),
+          );
+          socket.terminate();
+        });
+      });
+      socket.on("error", (cause) => {
+        report(
+          new HopperError({
+            code: clientErrorCodes.network,
+            message: `WebSocket: ${cause.message}`,
+            status: 0,
+            cause,
+          }),
+        );
+      });
+      socket.on("close", () => {
+        const wasOpen = this.socket === socket;
+        if (wasOpen) this.socket = undefined;
+        this.stopSilenceTimer();
+        this.rejectAnswers();
+        if (wasOpen) this.events.onClose();
+        resolve(established);
+      });
+    });
+  }
+
+  private onMessage(data: RawData): void {
+    let frame: ServerFrame;
+    try {
+      frame = JSON.parse(rawText(data)) as ServerFrame;
+    } catch (cause) {
+      const message = `frame is not JSON: ${rawText(data).slice(0, 200)}`;
+      this.events.onError(
+        new HopperError({ code: clientErrorCodes.invalidResponse, message, status: 0, cause }),
+      );
+      return;
+    }
+    const pending = typeof frame.ref === "number" ? this.answers.get(frame.ref) : undefined;
+    if (!pending) {
+      if (frame.op === "error") this.events.onError(errorFrom(frame));
+      else this.events.onPush(frame);
+      return;
+    }
+    this.answers.delete(frame.ref as number);
+    this.target.clock.clearTimeout(pending.timer);
+    if (frame.op === "error") pending.reject(errorFrom(frame));
+    else pending.resolve(frame);
+  }
+
+  private rejectAnswers(): void {
+    for (const pending of this.answers.values()) {
+      this.target.clock.clearTimeout(pending.timer);
+      pending.reject(
+        new HopperError({
+          code: clientErrorCodes.network,
+          message: "the WebSocket closed before the answer",
+          status: 0,
+        }),
+      );
+    }
+    this.answers.clear();
+  }
+
+  /** Notes that the server was heard from, and makes sure a silence check is pending. */
+  private heard(): void {
+    const { clock } = this.target;
+    this.lastHeardAt = clock.now();
+    if (this.silenceTimer !== undefined) return;
+    const check = () => {
+      const silentMs = clock.now() - this.lastHeardAt;
+      if (silentMs >= serverSilenceMsMax) {
+        this.silenceTimer = undefined;
+        this.socket?.terminate();
+        return;
+      }
+      this.silenceTimer = clock.setTimeout(check, serverSilenceMsMax - silentMs);
+    };
+    this.silenceTimer = clock.setTimeout(check, serverSilenceMsMax);
+  }
+
+  private stopSilenceTimer(): void {
+    if (this.silenceTimer === undefined) return;
+    this.target.clock.clearTimeout(this.silenceTimer);
+    this.silenceTimer = undefined;
+  }
+
+  /** Waits `delayMs` on the client's clock, or until close(). */
+  private pause(delayMs: number): Promise<void> {
+    const { clock } = this.target;
+    return new Promise((resolve) => {
+      const wake = () => {
+        clock.clearTimeout(timer);
+        this.wakePause = undefined;
+        resolve();
+      };
+      const timer = clock.setTimeout(wake, delayMs);
+      this.wakePause = wake;
+    });
+  }
+}
+
+/** http://host:port → ws://host:port/v1/ws (https → wss). */
+export function webSocketUrl(baseUrl: string): string {
+  return `${baseUrl.replace(/^http/, "ws").replace(/\/+$/, "")}/v1/ws`;
+}
+
+/** Capped exponential back-off between connection attempts: 250 ms, 500 ms, 1 s, … up to 30 s. */
+export function backoffMs(failuresInRow: number): number {
+  const exponent = Math.min(Math.max(failuresInRow, 1) - 1, 30);
+  return Math.min(receiveBackoffMsMax, receiveBackoffMsMin * 2 ** exponent);
+}
+
+function errorFrom(frame: ServerFrame): HopperError {
+  const body = frame.error as Partial<ErrorBody> | undefined;
+  return new HopperError({
+    code: typeof body?.code === "string" ? body.code : clientErrorCodes.invalidResponse,
+    message: typeof body?.message === "string" ? body.message : "error frame without a message",
+    status: 0,
+    ...(body?.details !== undefined && { details: body.details }),
+  });
+}
+
+function rawText(data: RawData): string {
+  if (Buffer.isBuffer(data)) return data.toString("utf8");
+  if (Array.isArray(data)) return Buffer.concat(data).toString("utf8");
+  return Buffer.from(data).toString("utf8");
+}

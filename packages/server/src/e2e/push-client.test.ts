@@ -1,0 +1,269 @@
+/**
+ * The client's `consume` and push-mode worker against the real server process: every message handled
+ * once within prefetch, a throw nacks, stop() finishes what runs, and a connection cut by the network
+ * is replaced (through a TCP proxy the test can sever) with the lost lease redelivered.
+ */
+import assert from "node:assert/strict";
+import { createConnection, createServer, type Server, type Socket } from "node:net";
+import { after, before, describe, test } from "node:test";
+import { setTimeout as delay } from "node:timers/promises";
+import { HopperClient, type HopperError } from "@hopper/client";
+import {
+  createTempDir,
+  type ServerProcess,
+  startServerProcess,
+  type TempDir,
+} from "../testing/server-process.js";
+
+/** A TCP proxy to the server whose connections the test can cut, as a network fault would. */
+async function startProxy(
+  targetUrl: string,
+): Promise<{ url: string; cut: () => void; close: () => Promise<void> }> {
+  const target = new URL(targetUrl);
+  const open = new Set<Socket>();
+  const server: Server = createServer((inbound) => {
+    const outbound = createConnection({ host: target.hostname, port: Number(target.port) });
+    open.add(inbound);
+    open.add(outbound);
+    inbound.pipe(outbound).pipe(inbound);
+    const end = () => {
+      inbound.destroy();
+      outbound.destroy();
+      open.delete(inbound);
+      open.delete(outbound);
+    };
+    inbound.on("error", end).on("close", end);
+    outbound.on("error", end).on("close", end);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    cut: () => {
+      for (const socket of open) socket.destroy();
+      open.clear();
+    },
+    close: () =>
+      new Promise((resolve) => {
+        for (const socket of open) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+async function waitUntil(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  waitMs = 15_000,
+): Promise<void> {
+  const deadline = Date.now() + waitMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) assert.fail(`not true within ${waitMs} ms: ${what}`);
+    await delay(10);
+  }
+}
+
+describe("client consume, end to end", () => {
+  let dir: TempDir;
+  let server: ServerProcess;
+  let client: HopperClient;
+
+  before(async () => {
+    dir = createTempDir();
+    server = await startServerProcess({ dataFile: dir.file("hopper.db") });
+    client = new HopperClient({ url: server.url });
+  });
+
+  after(async () => {
+    await server?.stop();
+    dir?.remove();
+  });
+
+  test("200 messages at prefetch 4: each handled once, never more than 4 at a time, all acked", async () => {
+    await client.putQueue("jobs", {});
+    const sent = new Set<string>();
+    for (let batch = 0; batch < 2; batch++) {
+      const results = await client.send(
+        "jobs",
+        Array.from({ length: 100 }, (_, i) => ({ body: { n: batch * 100 + i } })),
+      );
+      for (const result of results) if ("id" in result) sent.add(result.id);
+    }
+    const handled = new Map<string, number>();
+    let running = 0;
+    let runningMax = 0;
+    const errors: unknown[] = [];
+    const consumer = client.consume(
+      "jobs",
+      async (message) => {
+        running++;
+        runningMax = Math.max(runningMax, running);
+        await delay(2);
+        handled.set(message.id, (handled.get(message.id) ?? 0) + 1);
+        running--;
+      },
+      { prefetch: 4, onError: (error) => errors.push(error) },
+    );
+    try {
+      await waitUntil(() => handled.size === sent.size, `${handled.size} of ${sent.size} handled`);
+    } finally {
+      await consumer.stop();
+    }
+    assert.deepEqual([...handled.keys()].sort(), [...sent].sort());
+    assert.deepEqual(
+      [...handled].filter(([, count]) => count > 1),
+      [],
+    );
+    assert.ok(runningMax <= 4, `${runningMax} ran at once`);
+    assert.ok(runningMax > 1, "handlers overlapped");
+    assert.deepEqual(errors, []);
+    const { stats } = await client.getQueue("jobs");
+    assert.deepEqual([stats.acked, stats.inFlight, stats.available], [200, 0, 0]);
+  });
+
+  test("a handler that throws nacks its message, which comes back", async () => {
+    await client.putQueue("flaky", {
+      retry: { initialDelayMs: 10, multiplier: 1, maxDelayMs: 10, jitter: "none" },
+    });
+    await client.send("flaky", [{ body: "once" }]);
+    const deliveryCounts: number[] = [];
+    const errors: unknown[] = [];
+    const consumer = client.consume(
+      "flaky",
+      (message) => {
+        deliveryCounts.push(message.deliveryCount);
+        if (message.deliveryCount === 1) throw new Error("first try fails");
+      },
+      { onError: (error) => errors.push(error) },
+    );
+    try {
+      await waitUntil(() => deliveryCounts.length === 2, "the redelivery");
+    } finally {
+      await consumer.stop();
+    }
+    assert.deepEqual(deliveryCounts, [1, 2]);
+    assert.equal((errors[0] as Error).message, "first try fails");
+    const { stats } = await client.getQueue("flaky");
+    assert.deepEqual([stats.nacked, stats.acked, stats.inFlight], [1, 1, 0]);
+  });
+
+  test("stop() lets a running handler finish and acks it; messages it did not run go back", async () => {
+    await client.putQueue("graceful", {});
+    await client.send("graceful", [{ body: 1 }, { body: 2 }, { body: 3 }]);
+    let started = 0;
+    let finished = 0;
+    const consumer = client.consume(
+      "graceful",
+      async () => {
+        started++;
+        await delay(300);
+        finished++;
+      },
+      { prefetch: 1 },
+    );
+    await waitUntil(() => started === 1, "the first handler started");
+    await consumer.stop();
+    assert.equal(finished, 1, "the running handler finished before stop() resolved");
+    await waitUntil(
+      async () => (await client.getQueue("graceful")).stats.inFlight === 0,
+      "leases handed back",
+    );
+    const { stats } = await client.getQueue("graceful");
+    assert.deepEqual([stats.acked, stats.available], [1, 2]);
+  });
+
+  test("the push-mode worker runs on consume", async () => {
+    await client.putQueue("pushed", {});
+    await client.send(
+      "pushed",
+      Array.from({ length: 20 }, (_, n) => ({ body: { n } })),
+    );
+    const seen = new Set<number>();
+    const worker = client.worker(
+      "pushed",
+      (message) => {
+        seen.add((message.body as { n: number }).n);
+      },
+      { mode: "push", prefetch: 3 },
+    );
+    try {
+      await waitUntil(() => seen.size === 20, `${seen.size} of 20`);
+    } finally {
+      await worker.stop();
+    }
+    await waitUntil(async () => (await client.getQueue("pushed")).stats.acked === 20, "all acked");
+  });
+
+  test("client.signals: live subscribers hear a publish; a dropped connection subscribes again", async () => {
+    const proxy = await startProxy(server.url);
+    const publisher = new HopperClient({ url: server.url });
+    const listener = new HopperClient({ url: proxy.url });
+    const heard: unknown[] = [];
+    const errors: unknown[] = [];
+    listener.signals.configure({ onError: (error) => errors.push(error) });
+    try {
+      const subscription = await listener.signals.subscribe("presence", (data) => heard.push(data));
+      assert.equal(await publisher.signals.publish("presence", { online: "ann" }), 1);
+      await waitUntil(() => heard.length === 1, "the first signal");
+      assert.deepEqual([...heard], [{ online: "ann" }]);
+
+      proxy.cut();
+      // Signals published while the listener is away are gone; once it is back it hears new ones.
+      await waitUntil(
+        async () => (await publisher.signals.publish("presence", "back?")) === 1,
+        "resubscribed",
+      );
+      await waitUntil(() => heard.includes("back?"), "a signal after the reconnect");
+
+      await subscription.unsubscribe();
+      assert.equal(await publisher.signals.publish("presence", "gone"), 0);
+    } finally {
+      await listener.signals.close();
+      await publisher.signals.close();
+      await proxy.close();
+    }
+  });
+
+  test("a connection cut by the network is replaced; the lease lost with it is redelivered", async () => {
+    const proxy = await startProxy(server.url);
+    const viaProxy = new HopperClient({ url: proxy.url });
+    await client.putQueue("resilient", {});
+    await client.send("resilient", [{ body: "a" }]);
+    const deliveries: { id: string; deliveryCount: number }[] = [];
+    const lost: unknown[] = [];
+    let firstAborted = false;
+    const consumer = viaProxy.consume(
+      "resilient",
+      async (message, { signal }) => {
+        deliveries.push({ id: message.id, deliveryCount: message.deliveryCount });
+        if (message.body === "a" && message.deliveryCount === 1) {
+          // Held until the connection goes; the signal says the lease went with it.
+          await new Promise<void>((resolve) =>
+            signal.addEventListener("abort", () => resolve(), { once: true }),
+          );
+          firstAborted = true;
+        }
+      },
+      { onError: (error) => lost.push(error) },
+    );
+    try {
+      await waitUntil(() => deliveries.length === 1, "the first delivery");
+      proxy.cut();
+      await waitUntil(() => deliveries.length === 2, "the redelivery on a new connection");
+      assert.ok(firstAborted, "the first handler's signal fired");
+      assert.equal(deliveries[1]?.id, deliveries[0]?.id);
+      assert.equal(deliveries[1]?.deliveryCount, 2);
+      assert.ok(lost.some((error) => (error as HopperError).code === "stale_receipt"));
+      await waitUntil(
+        async () => (await client.getQueue("resilient")).stats.acked === 1,
+        "the redelivery acked",
+      );
+      // Consuming goes on over the new connection.
+      await client.send("resilient", [{ body: "b" }]);
+      await waitUntil(() => deliveries.length === 3, "a message sent after the reconnect");
+    } finally {
+      await consumer.stop();
+      await proxy.close();
+    }
+  });
+});
