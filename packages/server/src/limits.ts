@@ -45,9 +45,12 @@ export const limits = {
   maxDeliveriesMax: 1000,
   /** A nack's delay, and the retry policy's ceiling. */
   retryDelayMsMax: 12 * hour,
-  /** How long a push consumer may hold a delivery unacked (the lease length of WebSocket deliveries):
-   * RabbitMQ's consumer_timeout default, long enough for slow jobs, short enough that a stuck one ends. */
+  /** How long a push consumer may hold a delivery unacked: RabbitMQ's consumer_timeout default, long
+   * enough for slow jobs, short enough that a stuck one ends. */
   consumerAckTimeoutMs: 30 * minute,
+  /** The lease of a push delivery, renewed by the server while the consumer's connection lives. Short,
+   * so that leases held through a server that crashed come back within it, not after the ack timeout. */
+  pushLeaseMs: 30 * second,
   /** In-flight messages per queue, as SQS's 120,000: a receive beyond it returns nothing. */
   inFlightMax: 120_000,
 

@@ -149,17 +149,31 @@ describe("push consumer", () => {
     assert.ok(redelivered, "the timed-out message was delivered again");
   });
 
-  test("the default lease of a delivery is the consumer ack timeout", async () => {
+  test("a held delivery's short lease is renewed until the ack timeout, then handed back", async () => {
     await send(1);
     const { delivered } = start(1);
     await settle();
     assert.equal(delivered.length, 1);
-    await clock.advance(limits.consumerAckTimeoutMs - 1);
+    // Far past one lease (30 s), the delivery is still held: the consumer renews it.
+    await clock.advance(10 * limits.pushLeaseMs);
     assert.equal((await broker.stats("q")).inFlight, 1);
-    await clock.advance(1);
-    // Redelivered to the same consumer, whose credit came back with the lease.
+    assert.equal(delivered.length, 1);
+    await clock.advance(limits.consumerAckTimeoutMs - 10 * limits.pushLeaseMs);
+    // Redelivered to the same consumer, whose credit came back with the handed-back lease.
     assert.equal(delivered.length, 2);
     assert.equal(delivered[1]?.deliveryCount, 2);
+  });
+
+  test("a delivery's lease on disk is short, so a server crash frees it within one lease", async () => {
+    await send(1);
+    const { delivered } = start(1);
+    await settle();
+    assert.equal(delivered.length, 1);
+    await clock.advance(limits.pushLeaseMs * 2);
+    // What the store holds is what survives a crash: a lease ending within one lease length from now.
+    const [held] = await broker.peek("q", "in-flight", 10);
+    assert.ok(held);
+    assert.ok(held.visibleAt - clock.now() <= limits.pushLeaseMs, "the stored lease ends within one lease");
   });
 
   test("ack and nack answer per receipt in order; a receipt not held answers stale_receipt", async () => {

@@ -1,10 +1,11 @@
 /**
  * Push consumption (DESIGN.md §7), free of any protocol: a consumer has a credit of `prefetch`
  * deliveries. While credit is left and it is not paused, it leases messages with a long poll and hands
- * each to `deliver`; an ack or nack gives the credit back. Every delivery is a lease as long as the
- * consumer ack timeout: a consumer that holds one longer loses it (the message becomes available
- * again, and the credit comes back). Cancelling hands every lease it holds back at once, so another
- * consumer can take those messages without waiting for a timeout.
+ * each to `deliver`; an ack or nack gives the credit back. Every delivery is a short lease (`leaseMs`)
+ * that the consumer renews in one batch every third of it while it holds the delivery, so that if the
+ * server dies the messages come back within one lease. A consumer that holds a delivery longer than the
+ * ack timeout loses it: the lease is handed back and the credit comes back. Cancelling hands every
+ * lease it holds back at once, so another consumer can take those messages without waiting.
  */
 import type { Clock } from "../clock.js";
 import { HopperError, invariant } from "../errors.js";
@@ -35,8 +36,10 @@ export interface PushConsumerOptions {
   onEnd?: (error: HopperError) => void;
   /** A receive failed for a passing reason (store unreachable) and will be retried, or a lease timed out. */
   onWarning?: (error: unknown) => void;
-  /** Lease length of each delivery. Default `limits.consumerAckTimeoutMs`. */
+  /** How long a delivery may stay unacked. Default `limits.consumerAckTimeoutMs`. */
   ackTimeoutMs?: number;
+  /** The lease of each delivery, renewed while held. Default `limits.pushLeaseMs`. */
+  leaseMs?: number;
 }
 
 interface HeldLease {
@@ -53,6 +56,8 @@ export class PushConsumer {
   private readonly undelivered: LeasedMessage[] = [];
   private readonly receiveAbort = new AbortController();
   private readonly ackTimeoutMs: number;
+  private readonly leaseMs: number;
+  private cancelRenewal: (() => void) | undefined;
   private loop: Promise<void> | undefined;
   private wakeSleep: (() => void) | undefined;
   private paused = false;
@@ -69,6 +74,7 @@ export class PushConsumer {
     this.queue = options.queue;
     this.prefetch = prefetch;
     this.ackTimeoutMs = options.ackTimeoutMs ?? limits.consumerAckTimeoutMs;
+    this.leaseMs = Math.min(options.leaseMs ?? limits.pushLeaseMs, this.ackTimeoutMs);
   }
 
   /** Unacked deliveries held now; never more than `prefetch`. */
@@ -133,6 +139,7 @@ export class PushConsumer {
 
   private async cancelOnce(): Promise<void> {
     this.ended = true;
+    this.cancelRenewal?.();
     this.receiveAbort.abort();
     this.wakeSleep?.();
     // A receive that was answered as the abort came has added its leases to `held` once the loop ends.
@@ -206,7 +213,7 @@ export class PushConsumer {
         messages = await this.options.broker.receive(this.queue, {
           max: Math.min(this.prefetch - this.held.size, limits.receiveMax),
           waitMs: limits.waitMsMax,
-          visibilityTimeoutMs: this.ackTimeoutMs,
+          visibilityTimeoutMs: this.leaseMs,
           signal: this.receiveAbort.signal,
         });
         failuresInRow = 0;
@@ -239,12 +246,46 @@ export class PushConsumer {
       if (this.paused) this.undelivered.push(message);
       else this.options.deliver(message);
     }
+    this.scheduleRenewal();
   }
 
-  /** The delivery's lease has ended: the message is available again, so its credit comes back. */
+  /** Keeps one renewal timer while any lease is held: every third of the lease, all are extended. */
+  private scheduleRenewal(): void {
+    if (this.cancelRenewal || this.ended || this.held.size === 0) return;
+    const atMs = this.options.clock.now() + Math.max(1, Math.floor(this.leaseMs / 3));
+    this.cancelRenewal = this.options.clock.setTimer(atMs, () => {
+      this.cancelRenewal = undefined;
+      return this.renew();
+    });
+  }
+
+  /** Extends every held lease by `leaseMs`; a lease found gone is dropped and its credit comes back. */
+  private async renew(): Promise<void> {
+    const receipts = [...this.held.keys()];
+    for (let start = 0; start < receipts.length && !this.ended; start += limits.batchSizeMax) {
+      const batch = receipts.slice(start, start + limits.batchSizeMax);
+      try {
+        const results = await this.options.broker.extend(this.queue, batch, this.leaseMs);
+        results.forEach((result, index) => {
+          if ("error" in result && result.error.code === "stale_receipt") this.forget(batch[index] as string);
+        });
+      } catch (error) {
+        // The leases run out by themselves if this keeps failing; the next renewal tries again.
+        this.options.onWarning?.(error);
+      }
+    }
+    this.scheduleRenewal();
+    this.pump();
+  }
+
+  /** The delivery was held past the ack timeout: its lease is handed back, so its credit comes back. */
   private ackTimedOut(receipt: string): void {
     if (!this.held.has(receipt)) return;
     this.held.delete(receipt);
+    this.options.broker.extend(this.queue, [receipt], 0).catch((error: unknown) => {
+      // The lease then ends by itself within one lease length, as it is no longer renewed.
+      this.options.onWarning?.(error);
+    });
     const index = this.undelivered.findIndex((message) => message.receipt === receipt);
     if (index >= 0) this.undelivered.splice(index, 1);
     this.options.onWarning?.(
@@ -263,6 +304,7 @@ export class PushConsumer {
   /** The queue is gone: nothing is held (its messages went with it), and nothing more will come. */
   private end(error: HopperError): void {
     this.ended = true;
+    this.cancelRenewal?.();
     this.cancelling = Promise.resolve();
     for (const lease of this.held.values()) lease.cancelTimer();
     this.held.clear();
