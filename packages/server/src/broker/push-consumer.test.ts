@@ -102,6 +102,16 @@ describe("push consumer", () => {
     assert.ok(again.every((message) => message.deliveryCount === 2));
   });
 
+  test("a push consumer counts in the queue's consumers while it lives, even at full credit", async () => {
+    await send(1);
+    const { consumer, delivered } = start(1);
+    await settle();
+    assert.equal(delivered.length, 1, "credit used up: the consumer is not polling now");
+    assert.equal((await broker.stats("q")).consumers, 1);
+    await consumer.cancel();
+    assert.equal((await broker.stats("q")).consumers, 0);
+  });
+
   test("cancel while a long poll waits leaves nothing leased", async () => {
     const { consumer, delivered } = start(2);
     await settle();

@@ -22,7 +22,10 @@ const receiveBackoffMsMin = 250;
 const receiveBackoffMsMax = 30_000;
 
 /** What a consumer needs of the broker; a QueueBroker is one. */
-export type PushBroker = Pick<QueueBroker, "receive" | "ack" | "nack" | "extend">;
+export type PushBroker = Pick<
+  QueueBroker,
+  "receive" | "ack" | "nack" | "extend" | "consumerOpened" | "consumerClosed"
+>;
 
 export interface PushConsumerOptions {
   broker: PushBroker;
@@ -93,6 +96,7 @@ export class PushConsumer {
 
   /** Starts leasing and delivering. */
   start(): void {
+    this.options.broker.consumerOpened(this.queue);
     this.pump();
   }
 
@@ -138,6 +142,7 @@ export class PushConsumer {
   }
 
   private async cancelOnce(): Promise<void> {
+    this.options.broker.consumerClosed(this.queue);
     this.ended = true;
     this.cancelRenewal?.();
     this.receiveAbort.abort();
@@ -215,6 +220,7 @@ export class PushConsumer {
           waitMs: limits.waitMsMax,
           visibilityTimeoutMs: this.leaseMs,
           signal: this.receiveAbort.signal,
+          countAsConsumer: false,
         });
         failuresInRow = 0;
       } catch (error) {
@@ -303,6 +309,7 @@ export class PushConsumer {
 
   /** The queue is gone: nothing is held (its messages went with it), and nothing more will come. */
   private end(error: HopperError): void {
+    this.options.broker.consumerClosed(this.queue);
     this.ended = true;
     this.cancelRenewal?.();
     this.cancelling = Promise.resolve();

@@ -316,7 +316,14 @@ export class QueueBroker {
    */
   async receive(
     name: string,
-    options: { max?: number; waitMs?: number; visibilityTimeoutMs?: number; signal?: AbortSignal },
+    options: {
+      max?: number;
+      waitMs?: number;
+      visibilityTimeoutMs?: number;
+      signal?: AbortSignal;
+      /** False for a push consumer's own receives: it counts itself, for as long as it lives. */
+      countAsConsumer?: boolean;
+    },
   ): Promise<LeasedMessage[]> {
     const max = options.max ?? 1;
     if (!Number.isInteger(max) || max < 1 || max > limits.receiveMax) {
@@ -325,7 +332,8 @@ export class QueueBroker {
     let queue = await this.queue(name);
     const waitMs = options.waitMs ?? queue.attributes.receiveWaitMs;
     const deadlineMs = this.clock.now() + Math.min(waitMs, limits.waitMsMax);
-    this.receiving.set(name, (this.receiving.get(name) ?? 0) + 1);
+    const counted = options.countAsConsumer !== false;
+    if (counted) this.consumerOpened(name);
     try {
       for (;;) {
         const version = this.waiters.version(name);
@@ -349,10 +357,22 @@ export class QueueBroker {
         queue = await this.queue(name);
       }
     } finally {
-      const left = (this.receiving.get(name) ?? 1) - 1;
-      if (left > 0) this.receiving.set(name, left);
-      else this.receiving.delete(name);
+      if (counted) this.consumerClosed(name);
     }
+  }
+
+  /**
+   * Counts a consumer of the queue for stats: a receive call in progress, or a push consumer while it
+   * lives. Every consumerOpened is matched by one consumerClosed.
+   */
+  consumerOpened(name: string): void {
+    this.receiving.set(name, (this.receiving.get(name) ?? 0) + 1);
+  }
+
+  consumerClosed(name: string): void {
+    const left = (this.receiving.get(name) ?? 1) - 1;
+    if (left > 0) this.receiving.set(name, left);
+    else this.receiving.delete(name);
   }
 
   private async lease(
