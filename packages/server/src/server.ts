@@ -6,6 +6,7 @@ import type { FastifyInstance } from "fastify";
 import { ApiKeys } from "./auth/api-keys.js";
 import { ExchangeBroker } from "./broker/exchanges.js";
 import { QueueBroker } from "./broker/queues.js";
+import { SignalHub } from "./broker/signals.js";
 import { type Clock, systemClock } from "./clock.js";
 import { Metrics } from "./observability/metrics.js";
 import { buildHttpApp } from "./protocols/http/app.js";
@@ -67,7 +68,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const apiKeys = new ApiKeys(options.apiKeys ?? []);
   const metrics = new Metrics(broker, exchanges);
   const app = await buildHttpApp({ broker, exchanges, store, apiKeys, metrics, logger });
-  await registerWebSocketEndpoint(app, { broker, clock });
+  const signals = new SignalHub(store, (error) => console.warn("signal not handed to other nodes", error));
+  await registerWebSocketEndpoint(app, { broker, clock, signals });
   const address = await app.listen({ host: options.host ?? "127.0.0.1", port: options.port ?? 7171 });
   let closing: Promise<void> | undefined;
   return {

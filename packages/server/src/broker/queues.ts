@@ -134,7 +134,7 @@ export class QueueBroker {
       this.waiters.notifyAll();
       return;
     }
-    if (event.kind === "exchange") return;
+    if (event.kind === "exchange" || event.kind === "signal") return;
     if (event.kind === "queue") {
       this.queues.delete(event.queue);
       this.scheduler.offer(event.queue, this.clock.now());

@@ -5,9 +5,11 @@
  */
 import { HopperError } from "../errors.js";
 import { limits } from "../limits.js";
+import type { Store } from "../store/store.js";
 
-/** The JSON text of one signal's data: typing and presence are tiny; 64 KiB leaves room for a status. */
-export const signalDataBytesMax = 64 * 1024;
+/** The JSON text of one signal's data: typing and presence are tiny, and with its envelope 7 KiB fits
+ * in one PostgreSQL NOTIFY (at most 8,000 bytes), which carries signals between nodes. */
+export const signalDataBytesMax = 7 * 1024;
 /** Subscriptions one connection may hold: a chat client watches a few rooms, not thousands. */
 export const signalSubscriptionsPerConnectionMax = 100;
 /** Subscriptions across the server: each is a map entry and a send per publish, so the total is capped. */
@@ -28,6 +30,19 @@ const namePattern = new RegExp(limits.namePattern);
 export class SignalHub {
   private readonly listenersByChannel = new Map<string, Set<SignalListener>>();
   private subscriptionCount = 0;
+
+  /**
+   * With a store shared by several nodes, signals published here go to the other nodes' subscribers
+   * too, and theirs come here. A failed hand-over is reported to `onError`; the local delivery stands.
+   */
+  constructor(
+    private readonly store?: Store,
+    private readonly onError: (error: unknown) => void = () => {},
+  ) {
+    store?.watch((event) => {
+      if (event.kind === "signal") this.deliver(event.channel, JSON.parse(event.dataJson), event.dataJson);
+    });
+  }
 
   /** Adds a listener to the channel; the returned function removes it (and is safe to call twice). */
   subscribe(channel: string, listener: SignalListener): () => void {
@@ -73,6 +88,12 @@ export class SignalHub {
         },
       );
     }
+    this.store?.signalBroadcast({ channel, dataJson }).catch(this.onError);
+    return this.deliver(channel, data, dataJson);
+  }
+
+  /** Hands one signal to this node's current listeners of the channel; answers how many took it. */
+  private deliver(channel: string, data: unknown, dataJson: string): number {
     const listeners = this.listenersByChannel.get(channel);
     if (!listeners) return 0;
     const signal: Signal = { channel, data, dataJson };

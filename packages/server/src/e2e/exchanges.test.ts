@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { HopperClient, HopperError } from "@hopper/client";
 import pg from "pg";
+import { TestSocket } from "../protocols/ws/ws-test-client.js";
 import { type RunningServer, startServer } from "../server.js";
 
 const pgUrl = process.env.HOPPER_TEST_PG_URL;
@@ -107,6 +108,29 @@ if (!pgUrl) {
       // Node B routes with the exchange and binding made on node A: NOTIFY dropped its stale cache.
       const [viaB] = await b.publishTo("events", [{ routingKey: "", body: "via b" }], { mandatory: true });
       assert.ok(viaB && "routed" in viaB && viaB.routed === 1);
+    });
+
+    test("a signal published through node A reaches a subscriber of node B, and nothing is stored", async () => {
+      // Queue names and what each holds, without the ages that change with time alone.
+      const storedState = async () =>
+        (await new HopperClient({ url: nodeA.url }).listQueues()).map(({ name, stats }) => ({
+          name,
+          published: stats.published,
+          held: stats.available + stats.delayed + stats.inFlight,
+        }));
+      const before = await storedState();
+      const subscriber = await TestSocket.open(nodeB.url);
+      const publisher = await TestSocket.open(nodeA.url);
+      try {
+        await subscriber.request({ op: "signal.subscribe", channel: "room.42" });
+        await publisher.request({ op: "signal.publish", channel: "room.42", data: { typing: "ada" } });
+        const signal = await subscriber.waitFor((frame) => frame.op === "signal");
+        assert.deepEqual([signal.channel, signal.data], ["room.42", { typing: "ada" }]);
+        assert.deepEqual(await storedState(), before);
+      } finally {
+        subscriber.close();
+        publisher.close();
+      }
     });
   });
 }

@@ -119,13 +119,14 @@ export type ReceiptResult = { ok: true } | { error: "stale_receipt" | "invalid_r
 /**
  * What another broker node sharing the store changed: messages of a queue may have become available
  * (a send, a nack, a hand-back), a queue was created, updated or deleted, or an exchange or its
- * bindings changed. `resync` says changes may
+ * bindings changed, or a signal was published through another node. `resync` says changes may
  * have been missed (the store reconnected), so everything cached or waiting should look again.
  */
 export type StoreEvent =
   | { kind: "messages"; queue: string }
   | { kind: "queue"; queue: string }
   | { kind: "exchange"; exchange: string }
+  | { kind: "signal"; channel: string; dataJson: string }
   | { kind: "resync" };
 
 export interface Store {
@@ -144,6 +145,13 @@ export interface Store {
    * depends on it: leases end by time alone, and the work is idempotent. With one node, always true.
    */
   housekeepingLeader(): Promise<boolean>;
+
+  /**
+   * Hands an ephemeral signal to the other nodes sharing the store, which deliver it to their live
+   * subscribers (`watch` reports it there as a `signal` event). Nothing is stored. A store that only
+   * one process uses has no one to tell.
+   */
+  signalBroadcast(params: { channel: string; dataJson: string }): Promise<void>;
 
   /** Creates the queue, or updates its attributes. Throws queue_kind_mismatch, too_many_queues,
    * dead_letter_queue_not_found and (for a dead-letter exchange) exchange_not_found. */

@@ -12,7 +12,7 @@ import type { Clock } from "../../clock.js";
 import { HopperError } from "../../errors.js";
 import { WsConnection } from "./connection.js";
 
-/** One client frame: an ack of 100 receipts is ~7 KiB and a signal at most 64 KiB of data. */
+/** One client frame: an ack of 100 receipts is ~7 KiB and a signal at most 7 KiB of data. */
 export const frameBytesMax = 256 * 1024;
 /** Open WebSocket connections per server: each holds a socket, timers and possibly long polls. */
 export const connectionsMax = 10_000;

@@ -22,9 +22,11 @@ const reconnectDelayMsMax = 5_000;
 interface Payload {
   /** The node (or "app", for an application's own transaction) that committed the change. */
   n: string;
-  k: "messages" | "queue" | "exchange";
-  /** The queue's or the exchange's name. */
+  k: "messages" | "queue" | "exchange" | "signal";
+  /** The queue's, the exchange's or the signal channel's name. */
   q: string;
+  /** A signal's data, as JSON text. */
+  d?: string;
 }
 
 /** The NOTIFY channel of the broker nodes that share one schema. */
@@ -34,11 +36,10 @@ export function channelFor(schema: string): string {
 
 /** The NOTIFY payload of one change, committed by `nodeId`. */
 export function encodeEvent(nodeId: string, event: Exclude<StoreEvent, { kind: "resync" }>): string {
-  const payload: Payload = {
-    n: nodeId,
-    k: event.kind,
-    q: event.kind === "exchange" ? event.exchange : event.queue,
-  };
+  const payload: Payload =
+    event.kind === "signal"
+      ? { n: nodeId, k: "signal", q: event.channel, d: event.dataJson }
+      : { n: nodeId, k: event.kind, q: event.kind === "exchange" ? event.exchange : event.queue };
   return JSON.stringify(payload);
 }
 
@@ -115,11 +116,10 @@ export class StoreEvents {
     }
     // This node woke its own waiters when it committed.
     if (payload.n === this.nodeId) return;
-    this.emit(
-      payload.k === "exchange"
-        ? { kind: "exchange", exchange: payload.q }
-        : { kind: payload.k, queue: payload.q },
-    );
+    if (payload.k === "exchange") this.emit({ kind: "exchange", exchange: payload.q });
+    else if (payload.k === "signal")
+      this.emit({ kind: "signal", channel: payload.q, dataJson: payload.d ?? "null" });
+    else this.emit({ kind: payload.k, queue: payload.q });
   }
 
   private emit(event: StoreEvent): void {

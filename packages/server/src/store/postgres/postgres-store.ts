@@ -295,8 +295,21 @@ export class PostgresStore implements Store {
     return this.events.leader();
   }
 
+  /** A NOTIFY outside any transaction: delivered to the other nodes at once, stored nowhere. */
+  async signalBroadcast(params: { channel: string; dataJson: string }): Promise<void> {
+    const payload = this.events.encode({ kind: "signal", ...params });
+    try {
+      await this.pool.query(sql.notify, [this.events.channel, payload]);
+    } catch (error) {
+      throw new HopperError("unavailable", `PostgreSQL is not reachable: ${(error as Error).message}`);
+    }
+  }
+
   /** Queues a notification that other nodes receive when (and only if) the transaction commits. */
-  private async announce(client: Client, event: Exclude<StoreEvent, { kind: "resync" }>): Promise<void> {
+  private async announce(
+    client: Client,
+    event: Exclude<StoreEvent, { kind: "resync" } | { kind: "signal" }>,
+  ): Promise<void> {
     await client.query(sql.notify, [this.events.channel, this.events.encode(event)]);
   }
 

@@ -186,6 +186,9 @@ export class SqliteStore implements Store {
     return true;
   }
 
+  /** One process owns the file: its own subscribers already have the signal. */
+  async signalBroadcast(_params: { channel: string; dataJson: string }): Promise<void> {}
+
   private queueRow(name: string): QueueRow | undefined {
     return this.stmt(sql.queueSelectByName).get({ name }) as QueueRow | undefined;
   }
