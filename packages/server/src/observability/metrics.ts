@@ -20,7 +20,11 @@ const counterEvents = [
 export class Metrics {
   private readonly registry = new Registry();
 
-  constructor(broker: QueueBroker, exchanges: ExchangeBroker) {
+  constructor(
+    broker: QueueBroker,
+    exchanges: ExchangeBroker,
+    store?: { commitStats?: { commits: number; jobs: number } },
+  ) {
     collectDefaultMetrics({ register: this.registry, prefix: "hopper_" });
     const events = new Counter({
       name: "hopper_queue_messages_total",
@@ -59,6 +63,28 @@ export class Metrics {
       labelNames: ["exchange"],
       registers: [this.registry],
     });
+    // The embedded store's group commit: jobs ÷ commits is how many calls shared each commit (and fsync).
+    if (store?.commitStats) {
+      const commitStats = () => store.commitStats ?? { commits: 0, jobs: 0 };
+      new Counter({
+        name: "hopper_store_commits_total",
+        help: "Transactions the embedded store committed (one fsync each with durability fsync).",
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          this.inc(commitStats().commits);
+        },
+      });
+      new Counter({
+        name: "hopper_store_commit_jobs_total",
+        help: "Store calls committed; divided by hopper_store_commits_total, the calls per group commit.",
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          this.inc(commitStats().jobs);
+        },
+      });
+    }
     const depth = new Gauge({
       name: "hopper_queue_depth",
       help: "Messages per queue and state.",
