@@ -1,21 +1,20 @@
 /**
  * One consumer with a credit of unacked messages: it long-polls for at most min(100, free credit),
  * hands each message to the workload, and acks it through `ackLater` (coalesced). Credit comes back
- * when the server confirms the ack, so "unacked" means exactly what the server still holds leased.
+ * when the target confirms the ack, so "unacked" means exactly what the target still holds leased.
  */
 
 import { performance } from "node:perf_hooks";
-import { type HopperClient, isItemError, type ReceivedMessage } from "@hopper/client";
-import { receiveMessagesMax, receiveWaitMs } from "./limits.js";
+import { receiveMessagesMax } from "./limits.js";
 import { Wakeup } from "./progress.js";
+import type { Delivery, QueueConnection } from "./target.js";
 
 export interface CreditConsumerOptions {
-  client: HopperClient;
-  queue: string;
+  connection: QueueConnection;
   /** Unacked messages the consumer may hold at once. */
   creditMax: number;
   /** Called for each message as it arrives, with the time its receive answered. */
-  onMessage: (message: ReceivedMessage, receivedAtMs: number) => void;
+  onMessage: (message: Delivery, receivedAtMs: number) => void;
 }
 
 export class CreditConsumer {
@@ -53,7 +52,7 @@ export class CreditConsumer {
   }
 
   private async run(): Promise<void> {
-    const { client, queue, creditMax, onMessage } = this.options;
+    const { connection, creditMax, onMessage } = this.options;
     const signal = this.stopping.signal;
     while (!signal.aborted && this.failure === undefined) {
       const freeCredit = creditMax - this.unacked;
@@ -61,13 +60,9 @@ export class CreditConsumer {
         await this.creditFreed.wait();
         continue;
       }
-      let messages: ReceivedMessage[];
+      let messages: Delivery[];
       try {
-        messages = await client.receive(queue, {
-          max: Math.min(receiveMessagesMax, freeCredit),
-          waitMs: receiveWaitMs,
-          signal,
-        });
+        messages = await connection.receive(Math.min(receiveMessagesMax, freeCredit), signal);
       } catch (error) {
         if (!signal.aborted) this.failure = error;
         return;
@@ -89,10 +84,10 @@ export class CreditConsumer {
   }
 
   private ack(receipt: string): void {
-    this.options.client.ackLater(this.options.queue, receipt).then(
-      (result) => {
-        if (isItemError(result)) this.ackErrors++;
-        else this.acked++;
+    this.options.connection.ackLater(receipt).then(
+      (acked) => {
+        if (acked) this.acked++;
+        else this.ackErrors++;
         this.unacked--;
         this.lastAckAtMs = performance.now();
         this.creditFreed.notify();

@@ -6,20 +6,12 @@
  */
 
 import { performance } from "node:perf_hooks";
-import type { HopperClient } from "@hopper/client";
-import { benchBody, readBenchBody } from "./bench-message.js";
+import { benchBody } from "./bench-message.js";
 import { CreditConsumer } from "./credit-consumer.js";
 import { consumerUnackedMax, latencyDrainMs, progressStallMs, scheduleLeadMs } from "./limits.js";
+import { startMeasuring, type WorkloadContext, type WorkloadCosts } from "./measure.js";
 import { Wakeup, withWatchdog } from "./progress.js";
-import {
-  type CpuShares,
-  countsSince,
-  measureCpu,
-  type Percentiles,
-  percentiles,
-  type RequestCounter,
-  type RequestKind,
-} from "./statistics.js";
+import { type Percentiles, percentiles } from "./statistics.js";
 
 export interface LatencyResult {
   ratePerSecond: number;
@@ -32,23 +24,20 @@ export interface LatencyResult {
   /** How late the load generator itself issued a publish, at worst, in ms (already part of the above). */
   scheduleLagMsMax: number;
   duplicates: number;
-  /** HTTP requests of each kind made during the workload, and how long it ran (schedule and drain). */
-  requests: Record<RequestKind, number>;
+  /** How long it ran (schedule and drain). */
   elapsedMs: number;
-  cpu: CpuShares;
+  costs: WorkloadCosts;
 }
 
-export async function runLatency(params: {
-  client: HopperClient;
-  serverUrl: string;
-  requestCounter: RequestCounter;
-  queue: string;
-  ratePerSecond: number;
-  seconds: number;
-  bodyBytes: number;
-}): Promise<LatencyResult> {
-  const { client, queue, ratePerSecond, seconds, bodyBytes } = params;
-  await client.putQueue(queue);
+export async function runLatency(
+  context: WorkloadContext,
+  params: { queue: string; ratePerSecond: number; seconds: number; bodyBytes: number },
+): Promise<LatencyResult> {
+  const { target } = context;
+  const { queue, ratePerSecond, seconds, bodyBytes } = params;
+  await target.createQueue(queue);
+  // As in W1: with several Hopper nodes the producer is on node 0 and the consumer on node 1.
+  const producer = target.connect(queue, 0);
   const messages = Math.round(ratePerSecond * seconds);
   const intervalMs = 1000 / ratePerSecond;
   const endToEndSamples: number[] = [];
@@ -57,11 +46,10 @@ export async function runLatency(params: {
   let duplicates = 0;
 
   const consumer = new CreditConsumer({
-    client,
-    queue,
+    connection: target.connect(queue, 1),
     creditMax: consumerUnackedMax,
     onMessage: (message, receivedAtMs) => {
-      const { seq, intendedAtMs } = readBenchBody(message.body);
+      const { seq, intendedAtMs } = message.body;
       if (!(seq >= 0 && seq < messages)) throw new Error(`received sequence number ${seq} out of range`);
       if (delivered[seq] === 1) {
         duplicates++;
@@ -72,8 +60,7 @@ export async function runLatency(params: {
     },
   });
 
-  const requestsBefore = params.requestCounter.snapshot();
-  const cpu = await measureCpu(params.serverUrl);
+  const measuring = await startMeasuring(context);
   const startedAtMs = performance.now();
   const scheduleStartMs = startedAtMs + scheduleLeadMs;
   let issued = 0;
@@ -90,7 +77,7 @@ export async function runLatency(params: {
       const seq = issued++;
       const intendedAtMs = scheduleStartMs + seq * intervalMs;
       scheduleLagMsMax = Math.max(scheduleLagMsMax, now - intendedAtMs);
-      client.publish(queue, { body: benchBody(seq, intendedAtMs, bodyBytes) }).then(
+      producer.publish(benchBody(seq, intendedAtMs, bodyBytes)).then(
         () => {
           confirmSamples.push(performance.now() - intendedAtMs);
           confirmed++;
@@ -141,8 +128,7 @@ export async function runLatency(params: {
     confirmMs: percentiles(confirmSamples),
     scheduleLagMsMax,
     duplicates,
-    requests: countsSince(requestsBefore, params.requestCounter.snapshot()),
     elapsedMs,
-    cpu: await cpu.finish(),
+    costs: await measuring.finish(),
   };
 }

@@ -54,3 +54,34 @@ export const messagesMax = 10_000_000;
 export const ratePerSecondMax = 100_000;
 /** An hour is already far beyond what a benchmark run should take. */
 export const latencySecondsMax = 3600;
+
+// W3, the backlog.
+
+/** W3 fills the queue with this many messages by default before anyone consumes. */
+export const backlogMessagesDefault = 100_000;
+/** W3 drains with this many consumers at once, each with W1's credit and receive size. */
+export const backlogConsumers = 4;
+/** Each W3 phase (fill, drain) may take this long plus `throughputDeadlineMsPerMessage` per message. */
+export const backlogDeadlineMsBase = 30_000;
+
+// PostgreSQL and the peers.
+
+/** The database the PostgreSQL runs use unless --pg-url says otherwise. */
+export const pgUrlDefault = "postgres://postgres@127.0.0.1:5432/test";
+/** Connections per pool: the size of each Hopper node's pool (PostgresStore's default), given to the
+ * peers too, so that no system gets more concurrency in the database than the others. */
+export const pgPoolSize = 10;
+/** Hopper's client puts up to 100 publishes or acks of one turn into one request (its batchSizeMax);
+ * the plain SKIP LOCKED peer batches its INSERTs and DELETEs the same, and pg-boss its completes. */
+export const batchItemsMax = 100;
+/** The peers have no long poll, so an empty receive polls again after this pause until the receive
+ * wait has passed. 5 ms adds at most ~5 ms to a message that arrives while a consumer sleeps, and
+ * costs at most 200 empty statements a second per consumer. */
+export const peerEmptyPollMs = 5;
+/** The lease a peer takes on a received row: Hopper's default visibility timeout (30 s). */
+export const peerLeaseSeconds = 30;
+/** Hopper nodes per run. Each holds up to 11 connections (its pool and one listener), and PostgreSQL
+ * allows 100 by default, shared with everything else on the server. */
+export const nodesMax = 8;
+/** Dropping a schema waits for locks; a run that cannot drop its schema in this time says so. */
+export const schemaDropTimeoutMs = 30_000;

@@ -1,55 +1,46 @@
 /**
- * `npm run bench -- queue …`: starts a server in its own process, probes the disk's flush rate beside
- * its data file, runs W1 (throughput) and W2 (latency at a fixed rate) against it, prints a markdown table and optionally
- * writes the figures as JSON. The server is stopped on success, on failure and on Ctrl-C.
+ * `npm run bench -- queue …` runs one target through W1 (throughput), W2 (latency at a fixed rate) and
+ * W3 (backlog); `npm run bench -- compare-pg …` runs Hopper on SQLite, on PostgreSQL with one node and
+ * with a cluster, the plain SKIP LOCKED queue and pg-boss, one after the other, so that their ratios
+ * come from one invocation. Both probe the disk's flush rate first, print a markdown table and
+ * optionally write the figures as JSON. Servers are stopped and schemas dropped on success, on
+ * failure and on Ctrl-C.
  */
 
-import { writeFileSync } from "node:fs";
-import { cpus, loadavg } from "node:os";
-import { HopperClient } from "@hopper/client";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
 import { probeFsync } from "./fsync-probe.js";
-import { runLatency } from "./latency.js";
-import { parseQueueBenchOptions, type QueueBenchOptions, usage } from "./options.js";
-import { groupCommitEvidence, markdownTable, type QueueBenchReport } from "./report.js";
-import { type BenchServer, startBenchServer } from "./server-process.js";
-import { RequestCounter } from "./statistics.js";
-import { runThroughput } from "./throughput.js";
+import { type BenchOptions, parseBenchOptions, usage } from "./options.js";
+import { PgWireCounter } from "./pg-wire-counter.js";
+import { dropLeftoverSchemas } from "./postgres.js";
+import { type BenchReport, markdownTable } from "./report.js";
+import { openTargets, type RunReport, runOne } from "./run.js";
 
-async function runQueueBench(options: QueueBenchOptions, setServer: (server: BenchServer) => void) {
+async function runBench(options: BenchOptions, setWireCounter: (counter: PgWireCounter) => void) {
   const startedAt = new Date().toISOString();
-  // The machine is shared: the load when the run began says how much the figures may be disturbed.
   const loadAverage1m = loadavg()[0] ?? Number.NaN;
-  log(`starting a server (durability ${options.durability})`);
-  const server = await startBenchServer({ durability: options.durability, profileDir: options.profileDir });
-  setServer(server);
-  // The probe runs while the server is idle, on the same file system as its data file.
+  // The probe runs before any target starts, on the file system of the SQLite file and of PostgreSQL.
   log("probing the disk: 4 KiB append + fdatasync for 1 s");
-  const fsyncProbe = probeFsync(server.dataDir);
-  const requestCounter = new RequestCounter();
-  const client = new HopperClient({ url: server.url, fetch: requestCounter.fetch });
-  await client.ready();
-
-  log(`W1 throughput: ${options.messages} messages of ${options.bodyBytes} bytes`);
-  const throughput = await runThroughput({
-    client,
-    serverUrl: server.url,
-    requestCounter,
-    queue: "bench-w1-throughput",
-    messages: options.messages,
-    bodyBytes: options.bodyBytes,
-  });
-  log(`W2 latency: ${options.ratePerSecond} msg/s for ${options.latencySeconds} s`);
-  const latency = await runLatency({
-    client,
-    serverUrl: server.url,
-    requestCounter,
-    queue: "bench-w2-latency",
-    ratePerSecond: options.ratePerSecond,
-    seconds: options.latencySeconds,
-    bodyBytes: options.bodyBytes,
-  });
-  const report: QueueBenchReport = {
-    benchmark: "queue",
+  const probeDir = mkdtempSync(join(tmpdir(), "hopper-bench-probe-"));
+  let fsyncProbe: BenchReport["fsyncProbe"];
+  try {
+    fsyncProbe = probeFsync(probeDir);
+  } finally {
+    rmSync(probeDir, { recursive: true, force: true });
+  }
+  let wireCounter: PgWireCounter | undefined;
+  if (options.countRoundTrips) {
+    wireCounter = await PgWireCounter.start(options.pgUrl);
+    setWireCounter(wireCounter);
+    log(
+      "counting PostgreSQL round trips through a relay: the speed figures of this invocation are not comparable",
+    );
+  }
+  const runs: RunReport[] = [];
+  for (const spec of options.runs) runs.push(await runOne(spec, options, { wireCounter, log }));
+  const report: BenchReport = {
+    benchmark: options.command,
     startedAt,
     machine: {
       cpus: cpus().length,
@@ -60,61 +51,53 @@ async function runQueueBench(options: QueueBenchOptions, setServer: (server: Ben
     },
     options,
     fsyncProbe,
-    throughput,
-    latency,
-    groupCommit: groupCommitEvidence(options.durability, fsyncProbe, throughput, latency),
+    runs,
   };
   console.log(`\n${markdownTable(report)}`);
   if (options.jsonPath !== undefined) {
     writeFileSync(options.jsonPath, `${JSON.stringify(report, null, 2)}\n`);
     log(`wrote ${options.jsonPath}`);
   }
+  return runs.every((run) => run.error === undefined);
 }
 
 /** Progress goes to stderr, so stdout holds only the table. */
 function log(message: string): void {
-  console.error(`[bench] ${message}`);
+  console.error(`[bench] ${new Date().toISOString().slice(11, 19)} ${message}`);
+}
+
+/**
+ * Stops every server and drops every schema still there, including those of a target that was still
+ * starting; each target's close is safe to repeat.
+ */
+async function closeEverything(wireCounter: PgWireCounter | undefined): Promise<void> {
+  await Promise.allSettled([...openTargets].map((target) => target.close()));
+  await dropLeftoverSchemas();
+  await wireCounter?.close();
 }
 
 async function main(): Promise<number> {
-  let options: QueueBenchOptions;
+  let options: BenchOptions;
   try {
-    options = parseQueueBenchOptions(process.argv.slice(2));
+    options = parseBenchOptions(process.argv.slice(2));
   } catch (error) {
     console.error(`${error instanceof Error ? error.message : String(error)}\n${usage}`);
     return 2;
   }
-  let server: BenchServer | undefined;
+  let wireCounter: PgWireCounter | undefined;
   process.once("SIGINT", () => {
-    log("interrupted: stopping the server");
-    // The exit hook of server-process.ts kills the child even if this stop does not finish.
-    void closeFetchConnections()
-      .then(() => server?.stop())
-      .finally(() => process.exit(130));
+    log("interrupted: stopping servers and dropping schemas");
+    // The exit hook of server-process.ts kills the children even if this does not finish.
+    void closeEverything(wireCounter).finally(() => process.exit(130));
   });
   try {
-    await runQueueBench(options, (started) => {
-      server = started;
-    });
-    return 0;
+    return (await runBench(options, (counter) => (wireCounter = counter))) ? 0 : 1;
   } catch (error) {
     console.error(`[bench] FAILED: ${error instanceof Error ? error.message : String(error)}`);
     return 1;
   } finally {
-    await closeFetchConnections();
-    await server?.stop();
+    await closeEverything(wireCounter);
   }
-}
-
-/**
- * Closes the pooled connections of this process's global `fetch` (undici's global dispatcher, which
- * Node keeps under this symbol), so the server's graceful stop finds none open. Otherwise it waits
- * for them: a connection that never carried a request (a pool opens such spares) never counts as idle.
- * `destroy` rather than `close`, because after a stall requests may still be pending.
- */
-async function closeFetchConnections(): Promise<void> {
-  const globals = globalThis as unknown as Record<symbol, { destroy?: () => Promise<void> } | undefined>;
-  await globals[Symbol.for("undici.globalDispatcher.1")]?.destroy?.();
 }
 
 // Leftover timers and keep-alive sockets from an aborted workload must not keep the process alive.

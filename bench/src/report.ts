@@ -1,175 +1,254 @@
-/** Turns the measured figures into the group-commit verdict, a markdown table and a JSON document. */
+/** Turns the measured figures into markdown tables, the verdict on the targets, and a JSON document. */
+import { corePercent } from "./cpu.js";
 import type { FsyncProbeResult } from "./fsync-probe.js";
-import type { LatencyResult } from "./latency.js";
-import type { QueueBenchOptions } from "./options.js";
-import type { Percentiles, RequestKind } from "./statistics.js";
-import type { ThroughputResult } from "./throughput.js";
+import type { WorkloadCosts } from "./measure.js";
+import type { BenchOptions } from "./options.js";
+import type { RunReport } from "./run.js";
+import type { Percentiles } from "./statistics.js";
 
-export interface QueueBenchReport {
-  benchmark: "queue";
+export interface BenchReport {
+  benchmark: "queue" | "compare-pg";
   startedAt: string;
   machine: { cpus: number; cpuModel: string; node: string; platform: string; loadAverage1m: number };
-  options: QueueBenchOptions;
+  options: BenchOptions;
   fsyncProbe: FsyncProbeResult;
-  throughput: ThroughputResult;
-  latency: LatencyResult;
-  groupCommit: GroupCommitEvidence;
-}
-
-/**
- * Each commit with durability "fsync" costs at least one flush, so commits per second cannot exceed
- * the disk's flush rate. Dividing a rate of work by the flush rate therefore bounds from below how
- * much work one commit carried on average.
- */
-export interface GroupCommitEvidence {
-  /** W1 confirmed messages per flush, at least. Batching alone (≤ 100 messages per send request, one
-   * commit each) can account for this; it shows that messages share commits, not how. */
-  messagesPerFlushMin: number;
-  /** Messages per send request in W1: what the client's publish coalescing achieved on its own. */
-  messagesPerSendRequest: number;
-  /** Send, receive and ack requests per flush, at least, in each workload. Each request is one or
-   * more commit jobs, so a value above 1 proves that the server's group commit put several requests
-   * into one commit; below 1 the run neither shows nor refutes it. */
-  requestsPerFlushMin: { throughput: number; latency: number };
-  /** With durability "os" commits do not flush, so none of this proves anything. */
-  applies: boolean;
-}
-
-export function groupCommitEvidence(
-  durability: QueueBenchOptions["durability"],
-  probe: FsyncProbeResult,
-  throughput: ThroughputResult,
-  latency: LatencyResult,
-): GroupCommitEvidence {
-  return {
-    messagesPerFlushMin: throughput.confirmPerSecond / probe.flushesPerSecond,
-    messagesPerSendRequest: throughput.messages / throughput.requests.send,
-    requestsPerFlushMin: {
-      throughput: requestsPerSecond(throughput.requests, throughput.endToEndMs) / probe.flushesPerSecond,
-      latency: requestsPerSecond(latency.requests, latency.elapsedMs) / probe.flushesPerSecond,
-    },
-    applies: durability === "fsync",
-  };
-}
-
-/** Requests that are commit jobs on the server, per second. */
-export function requestsPerSecond(requests: Record<RequestKind, number>, elapsedMs: number): number {
-  return ((requests.send + requests.receive + requests.ack) * 1000) / elapsedMs;
+  runs: RunReport[];
 }
 
 const integer = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
 const decimal = new Intl.NumberFormat("en-US", { maximumFractionDigits: 1 });
 const fine = new Intl.NumberFormat("en-US", { maximumFractionDigits: 2 });
+const dash = "–";
 
-function latencyCells(p: Percentiles): string {
-  const ms = (value: number) => fine.format(value);
-  return `p50 ${ms(p.p50)} · p99 ${ms(p.p99)} · p99.9 ${ms(p.p999)} · max ${ms(p.max)} ms`;
+function latencyCell(p: Percentiles): string {
+  return `p50 ${fine.format(p.p50)} · p99 ${fine.format(p.p99)} · max ${fine.format(p.max)} ms`;
 }
 
-function requestCell(requests: Record<RequestKind, number>, elapsedMs: number, perFlush: number): string {
-  const perSecond = requestsPerSecond(requests, elapsedMs);
+/** CPU per message, in µs, of the broker processes, the PostgreSQL backends and this process. */
+function cpuPerMessageCell(costs: WorkloadCosts, messages: number): string {
+  const perMessage = (seconds: number | undefined) =>
+    seconds === undefined ? dash : integer.format((seconds * 1e6) / messages);
+  const { cpu } = costs;
   return (
-    `${integer.format(perSecond)}/s (send ${requests.send} · receive ${requests.receive} · ack ${requests.ack}) · ` +
-    `${fine.format(perFlush)} per flush`
+    `broker ${perMessage(cpu.brokerSeconds)} · PostgreSQL ${perMessage(cpu.postgresSeconds)} · ` +
+    `bench ${perMessage(cpu.benchSeconds)} µs`
   );
 }
 
-function cpuCell(cpu: ThroughputResult["cpu"]): string {
-  const server = cpu.serverCorePercent === undefined ? "?" : integer.format(cpu.serverCorePercent);
-  return `server ${server}% · bench ${integer.format(cpu.benchCorePercent)}% of one core`;
+/** CPU as a share of one core over the workload, for the same three. */
+function coreShareCell(costs: WorkloadCosts): string {
+  const share = (seconds: number | undefined) => {
+    const percent = corePercent(seconds, costs.cpu.elapsedMs);
+    return percent === undefined ? dash : `${integer.format(percent)}%`;
+  };
+  const { cpu } = costs;
+  return `broker ${share(cpu.brokerSeconds)} · PostgreSQL ${share(cpu.postgresSeconds)} · bench ${share(cpu.benchSeconds)}`;
 }
 
-export function markdownTable(report: QueueBenchReport): string {
-  const { fsyncProbe: probe, throughput: w1, latency: w2, groupCommit: gc, options } = report;
-  const rows: [string, string, string][] = [
-    [
-      "Disk flush rate (probe)",
-      `${integer.format(probe.flushesPerSecond)}/s ` +
-        `(p50 ${fine.format(probe.latencyMs.p50)}, p99 ${fine.format(probe.latencyMs.p99)} ms)`,
-      "4 KiB append + fdatasync in a loop for 1 s, beside the data file: the most commits/s the disk allows",
-    ],
+function roundTripsCell(costs: WorkloadCosts, messages: number): string {
+  if (!costs.wire) return dash;
+  const statements = Object.values(costs.wire.statements).reduce((total, count) => total + count, 0);
+  return `${fine.format(costs.wire.roundTrips / messages)} round trips · ${fine.format(statements / messages)} statements`;
+}
+
+function requestsCell(costs: WorkloadCosts, elapsedMs: number): string {
+  const { send = 0, receive = 0, ack = 0 } = costs.counters;
+  if (send + receive + ack === 0) return dash;
+  const perSecond = ((send + receive + ack) * 1000) / elapsedMs;
+  return `${integer.format(perSecond)}/s (send ${send} · receive ${receive} · ack ${ack})`;
+}
+
+type Row = [figure: string, cell: (run: RunReport) => string, meaning: string];
+
+/** Every figure, one row each, as a function of one run; a workload that did not run shows a dash. */
+function figureRows(probe: FsyncProbeResult): Row[] {
+  const w1 = (cell: (w: NonNullable<RunReport["throughput"]>) => string) => (run: RunReport) =>
+    run.throughput ? cell(run.throughput) : dash;
+  const w2 = (cell: (w: NonNullable<RunReport["latency"]>) => string) => (run: RunReport) =>
+    run.latency ? cell(run.latency) : dash;
+  const w3 = (cell: (w: NonNullable<RunReport["backlog"]>) => string) => (run: RunReport) =>
+    run.backlog ? cell(run.backlog) : dash;
+  return [
     [
       "W1 end-to-end",
-      `${integer.format(w1.endToEndPerSecond)} msg/s`,
-      `${w1.messages} msgs of ${w1.bodyBytes} B, first publish → last ack, producer and consumer together`,
+      w1((w) => `**${integer.format(w.endToEndPerSecond)} msg/s**`),
+      "first publish → last ack, one producer (≤ 1,000 unconfirmed) and one consumer (≤ 256 unacked) at once",
     ],
     [
       "W1 confirm",
-      `${integer.format(w1.confirmPerSecond)} msg/s`,
-      "first publish → last durable confirm (the publish side alone)",
+      w1((w) => `${integer.format(w.confirmPerSecond)} msg/s`),
+      "first publish → last durable confirm",
     ],
     [
       "W1 exactly-once",
-      `${w1.duplicates} duplicates · ${w1.missing} missing · ${w1.redeliveries} redeliveries`,
+      w1((w) => `${w.duplicates} dup · ${w.missing} missing · ${w.redeliveries ?? "?"} redelivered`),
       "every sequence number delivered once; a missing one fails the run",
     ],
     [
       "W1 messages per flush (at least)",
-      decimal.format(gc.messagesPerFlushMin),
-      "confirm rate ÷ flush rate: > 1 means messages share commits (batching alone can do that)",
+      w1((w) => decimal.format(w.confirmPerSecond / probe.flushesPerSecond)),
+      `confirm rate ÷ the disk's ${integer.format(probe.flushesPerSecond)} flushes/s: > 1 means commits are shared`,
     ],
     [
-      "W1 messages per send request",
-      decimal.format(gc.messagesPerSendRequest),
-      "what the client's publish coalescing (≤ 100) achieved",
+      "W1 CPU per message",
+      w1((w) => cpuPerMessageCell(w.costs, w.messages)),
+      "CPU time ÷ messages: broker processes (Hopper's nodes), the target's PostgreSQL backends, the bench process (for the peers it includes the queue library)",
+    ],
+    ["W1 CPU share", w1((w) => coreShareCell(w.costs)), "CPU time ÷ wall time, in % of one core"],
+    [
+      "W1 PostgreSQL traffic per message",
+      w1((w) => roundTripsCell(w.costs, w.messages)),
+      "with --count-round-trips: Sync + simple Query messages, and Parse + Query statements",
+    ],
+    ["W1 HTTP requests", w1((w) => requestsCell(w.costs, w.endToEndMs)), "Hopper only"],
+    [
+      "W2 end-to-end latency",
+      w2((w) => `**${latencyCell(w.endToEndMs)}**`),
+      "at a fixed rate; intended send time → receive answered (no coordinated omission)",
     ],
     [
-      "W1 requests",
-      requestCell(w1.requests, w1.endToEndMs, gc.requestsPerFlushMin.throughput),
-      "send + receive + ack requests (each ≥ 1 commit job) per second, and per flush",
+      "W2 confirm latency",
+      w2((w) => latencyCell(w.confirmMs)),
+      "intended send time → publish confirmed durable",
     ],
-    [
-      "W1 CPU",
-      cpuCell(w1.cpu),
-      "CPU time ÷ wall time; the server's one thread also blocks in fsync (not CPU time), " +
-        "so it can be saturated below 100%",
-    ],
-    [
-      `W2 end-to-end latency at ${w2.ratePerSecond} msg/s`,
-      latencyCells(w2.endToEndMs),
-      `${w2.messages} msgs over ${w2.seconds} s; intended send time → receive answered`,
-    ],
-    ["W2 confirm latency", latencyCells(w2.confirmMs), "intended send time → publish confirmed durable"],
     [
       "W2 schedule lag (max)",
-      `${fine.format(w2.scheduleLagMsMax)} ms`,
-      "how late the load generator issued a publish; already included in the latencies",
+      w2((w) => `${fine.format(w.scheduleLagMsMax)} ms`),
+      "how late the load generator itself issued a publish; already part of both latencies",
+    ],
+    ["W2 CPU share", w2((w) => coreShareCell(w.costs)), "in % of one core"],
+    [
+      "W2 PostgreSQL traffic per message",
+      w2((w) => roundTripsCell(w.costs, w.messages)),
+      "with --count-round-trips; includes the consumers' empty polls",
     ],
     [
-      "W2 requests",
-      requestCell(w2.requests, w2.elapsedMs, gc.requestsPerFlushMin.latency),
-      "as for W1; > 1 per flush means the server shares one commit among requests",
+      "W3 enqueue",
+      w3((w) => `**${integer.format(w.enqueuePerSecond)} msg/s**`),
+      "no consumer; one producer, ≤ 1,000 unconfirmed; first publish → last confirm",
     ],
-    ["W2 CPU", cpuCell(w2.cpu), "share of one core over the workload"],
+    [
+      "W3 drain",
+      w3((w) => `**${integer.format(w.drainPerSecond)} msg/s**`),
+      "consumers (≤ 100 per receive, ≤ 256 unacked each, acks batched) start → last ack",
+    ],
+    [
+      "W3 exactly-once",
+      w3((w) => `${w.duplicates} dup · 0 missing · ${w.redeliveries ?? "?"} redelivered`),
+      "as for W1",
+    ],
+    ["W3 enqueue CPU per message", w3((w) => cpuPerMessageCell(w.enqueueCosts, w.messages)), "as for W1"],
+    ["W3 drain CPU per message", w3((w) => cpuPerMessageCell(w.drainCosts, w.messages)), "as for W1"],
+    ["W3 drain CPU share", w3((w) => coreShareCell(w.drainCosts)), "in % of one core"],
+    [
+      "W3 PostgreSQL traffic per message",
+      w3((w) =>
+        w.enqueueCosts.wire
+          ? `enqueue ${roundTripsCell(w.enqueueCosts, w.messages)}; drain ${roundTripsCell(w.drainCosts, w.messages)}`
+          : dash,
+      ),
+      "with --count-round-trips",
+    ],
+    [
+      "load average at start",
+      (run) => fine.format(run.loadAverage1m),
+      "1-minute load average of the machine",
+    ],
   ];
-  const { machine } = report;
-  const header =
-    `Queue benchmark, durability ${options.durability}, ${report.startedAt}, ` +
-    `${machine.cpus} × ${machine.cpuModel}, Node ${machine.node}, ` +
-    `load average ${fine.format(machine.loadAverage1m)} at start`;
-  const lines = [header, "", "| Figure | Value | What it means |", "|---|---|---|"];
-  for (const [figure, value, meaning] of rows) lines.push(`| ${figure} | ${value} | ${meaning} |`);
-  lines.push("", groupCommitVerdict(gc));
+}
+
+function headerLine(report: BenchReport): string {
+  const { machine, options, fsyncProbe: probe } = report;
+  return (
+    `${report.benchmark}, ${report.startedAt}, ${machine.cpus} × ${machine.cpuModel}, Node ${machine.node}; ` +
+    `W1 ${options.messages} msgs, W2 ${options.ratePerSecond} msg/s × ${options.latencySeconds} s, ` +
+    `W3 ${options.backlog} msgs; bodies of ${options.bodyBytes} B; disk: ${integer.format(probe.flushesPerSecond)} ` +
+    `flushes/s (4 KiB + fdatasync, p50 ${fine.format(probe.latencyMs.p50)}, p99 ${fine.format(probe.latencyMs.p99)} ms)`
+  );
+}
+
+/** One row per figure, one column per run. Rows whose every cell is a dash are left out. */
+export function markdownTable(report: BenchReport): string {
+  const runs = report.runs;
+  const lines = [headerLine(report), ""];
+  if (runs.length === 1) {
+    const run = runs[0] as RunReport;
+    lines.push(`| Figure | ${run.label} | What it means |`, "|---|---|---|");
+    for (const [figure, cell, meaning] of figureRows(report.fsyncProbe)) {
+      const value = cell(run);
+      if (value !== dash) lines.push(`| ${figure} | ${value} | ${meaning} |`);
+    }
+  } else {
+    lines.push(`| Figure | ${runs.map((run) => run.label).join(" | ")} |`);
+    lines.push(`|---|${runs.map(() => "---").join("|")}|`);
+    for (const [figure, cell] of figureRows(report.fsyncProbe)) {
+      const cells = runs.map(cell);
+      if (cells.some((value) => value !== dash)) lines.push(`| ${figure} | ${cells.join(" | ")} |`);
+    }
+  }
+  for (const run of runs) if (run.error) lines.push("", `**${run.label} failed:** ${run.error}`);
+  const verdict = targetsVerdict(runs);
+  if (verdict.length > 0) lines.push("", ...verdict);
+  const statements = statementTables(runs);
+  if (statements.length > 0) lines.push("", ...statements);
   return lines.join("\n");
 }
 
-/** One paragraph saying what the flush comparison proves, and what it does not. */
-export function groupCommitVerdict(gc: GroupCommitEvidence): string {
-  if (!gc.applies) {
-    return "Durability os: commits do not wait for a flush, so the flush comparison proves nothing.";
+/**
+ * The issue's targets: Hopper on PostgreSQL ≥ 5× pg-boss and ≥ 2× plain SKIP LOCKED in W1 end to end,
+ * and W2's p99 ≤ 10 ms at 1,000 msg/s. One line per Hopper PostgreSQL run that can be compared.
+ */
+export function targetsVerdict(runs: readonly RunReport[]): string[] {
+  const w1 = (target: string) =>
+    runs.find((run) => run.spec.target === target && run.throughput)?.throughput?.endToEndPerSecond;
+  const pgBoss = w1("pgboss");
+  const skipLocked = w1("skiplocked");
+  const lines: string[] = [];
+  for (const run of runs) {
+    if (run.spec.target !== "hopper" || run.spec.store !== "postgres") continue;
+    const parts: string[] = [];
+    const hopper = run.throughput?.endToEndPerSecond;
+    const ratio = (peer: number | undefined, name: string, wanted: number) => {
+      if (hopper === undefined || peer === undefined) return;
+      const achieved = hopper / peer;
+      parts.push(
+        `${fine.format(achieved)}× ${name} (target ≥ ${wanted}×: ${achieved >= wanted ? "met" : "NOT met"})`,
+      );
+    };
+    ratio(pgBoss, "pg-boss", 5);
+    ratio(skipLocked, "plain SKIP LOCKED", 2);
+    const p99 = run.latency?.endToEndMs.p99;
+    if (p99 !== undefined && run.latency?.ratePerSecond === 1000) {
+      parts.push(`W2 p99 ${fine.format(p99)} ms (target ≤ 10 ms: ${p99 <= 10 ? "met" : "NOT met"})`);
+    }
+    if (parts.length > 0) lines.push(`- ${run.label}: W1 end to end ${parts.join("; ")}`);
   }
-  const messagesPerFlush = decimal.format(gc.messagesPerFlushMin);
-  const messages =
-    gc.messagesPerFlushMin > 1
-      ? `Commits are shared: at least ${messagesPerFlush} confirmed messages per flush in W1, ` +
-        `with ${decimal.format(gc.messagesPerSendRequest)} messages per send request from client batching.`
-      : `W1 confirmed ${messagesPerFlush} messages per flush: no sharing of commits is shown.`;
-  const requestsPerFlush = Math.max(gc.requestsPerFlushMin.throughput, gc.requestsPerFlushMin.latency);
-  if (requestsPerFlush > 1) {
-    return `${messages} The server's group commit put at least ${decimal.format(requestsPerFlush)} requests into one commit.`;
-  }
-  return (
-    `${messages} Whether the server puts several requests into one commit is not shown: ` +
-    "no workload made more requests per second than the disk can flush."
-  );
+  return lines;
 }
+
+/**
+ * With --count-round-trips: the statements each run sent to PostgreSQL in W1, per 100 messages (one
+ * full batch), most frequent first.
+ */
+function statementTables(runs: readonly RunReport[]): string[] {
+  const lines: string[] = [];
+  for (const run of runs) {
+    const w1 = run.throughput;
+    if (!w1?.costs.wire) continue;
+    const per100 = (count: number) => fine.format((count * 100) / w1.messages);
+    lines.push(
+      `W1 statements of ${run.label}, per 100 messages (${per100(w1.costs.wire.roundTrips)} round trips):`,
+      "",
+      "```",
+    );
+    const sorted = Object.entries(w1.costs.wire.statements).sort((a, b) => b[1] - a[1]);
+    for (const [text, count] of sorted.slice(0, statementsListedMax)) {
+      lines.push(`${per100(count).padStart(7)}  ${text}`);
+    }
+    lines.push("```", "");
+  }
+  return lines;
+}
+
+/** The statement listing shows the most frequent ones; rarer ones (housekeeping, setup) are in the JSON. */
+const statementsListedMax = 15;

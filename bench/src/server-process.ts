@@ -1,7 +1,8 @@
 /**
- * Runs `hopper serve` as a child process on a fresh temporary data file, so the server has its own
- * process (and so its own core) while the load generator runs in this one. The child is killed when
- * this process exits for any reason, so a failed run never leaves a broker behind.
+ * Runs `hopper serve` as a child process, on a fresh temporary SQLite file or on a PostgreSQL schema,
+ * so the server has its own process (and so its own core) while the load generator runs in this one.
+ * The child is killed when this process exits for any reason, so a failed run never leaves a broker
+ * behind.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -20,11 +21,20 @@ export interface BenchServer {
   /** The base URL the server printed. */
   readonly url: string;
   readonly pid: number;
-  /** The temporary directory holding the data file; the fsync probe writes here too. */
-  readonly dataDir: string;
-  /** Stops the server (SIGTERM, then SIGKILL if it lingers) and removes the data directory. */
+  /** Stops the server (SIGTERM, then SIGKILL if it lingers) and removes its data directory, if any. */
   stop(): Promise<void>;
 }
+
+/** Where the server keeps its state: a fresh SQLite file, or a PostgreSQL schema that nodes share. */
+export type ServerStore =
+  | { kind: "sqlite"; durability: Durability }
+  | {
+      kind: "postgres";
+      url: string;
+      schema: string;
+      /** Given to the server as PGAPPNAME, so its sessions can be found in pg_stat_activity. */
+      appName: string;
+    };
 
 const liveChildren = new Set<ChildProcess>();
 // "exit" handlers must be synchronous; SIGKILL is, and it is enough to leave no server behind.
@@ -34,27 +44,21 @@ process.on("exit", () => {
 
 /** Starts the server and resolves once it has printed its URL. */
 export async function startBenchServer(options: {
-  durability: Durability;
+  store: ServerStore;
   profileDir?: string | undefined;
 }): Promise<BenchServer> {
-  const dataDir = mkdtempSync(join(tmpdir(), "hopper-bench-"));
+  const { store } = options;
+  const dataDir = store.kind === "sqlite" ? mkdtempSync(join(tmpdir(), "hopper-bench-")) : undefined;
   const nodeFlags =
     options.profileDir === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", options.profileDir];
-  const args = [
-    ...nodeFlags,
-    serverMainPath,
-    "serve",
-    "--port",
-    "0",
-    "--data",
-    join(dataDir, "hopper.db"),
-    "--durability",
-    options.durability,
-  ];
-  const child = spawn(process.execPath, args, {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: withoutHopperSettings(),
-  });
+  const storeFlags =
+    store.kind === "sqlite"
+      ? ["--data", join(dataDir as string, "hopper.db"), "--durability", store.durability]
+      : ["--store", store.url, "--pg-schema", store.schema];
+  const args = [...nodeFlags, serverMainPath, "serve", "--port", "0", ...storeFlags];
+  const env = withoutHopperSettings();
+  if (store.kind === "postgres") env.PGAPPNAME = store.appName;
+  const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"], env });
   liveChildren.add(child);
   let stderrTail = "";
   child.stderr.setEncoding("utf8");
@@ -76,12 +80,12 @@ export async function startBenchServer(options: {
       await exited;
       clearTimeout(timer);
     }
-    rmSync(dataDir, { recursive: true, force: true });
+    if (dataDir !== undefined) rmSync(dataDir, { recursive: true, force: true });
   };
 
   try {
     const url = await waitForUrl(child, () => stderrTail);
-    return { url, pid: child.pid as number, dataDir, stop };
+    return { url, pid: child.pid as number, stop };
   } catch (error) {
     await stop();
     throw error;

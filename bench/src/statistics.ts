@@ -1,5 +1,4 @@
-/** Small measuring tools shared by the workloads: percentiles, request counts, CPU time. */
-import { performance } from "node:perf_hooks";
+/** Small measuring tools shared by the workloads: percentiles and Hopper's request counts. */
 
 export interface Percentiles {
   count: number;
@@ -43,53 +42,4 @@ function requestKind(url: string, method = "GET"): RequestKind {
   if (url.endsWith("/receive")) return "receive";
   if (url.endsWith("/ack")) return "ack";
   return "other";
-}
-
-export function countsSince(
-  before: Record<RequestKind, number>,
-  after: Record<RequestKind, number>,
-): Record<RequestKind, number> {
-  return {
-    send: after.send - before.send,
-    receive: after.receive - before.receive,
-    ack: after.ack - before.ack,
-    other: after.other - before.other,
-  };
-}
-
-// prom-client's process_cpu_seconds_total under the server's prefix, whatever that prefix is exactly.
-const serverCpuPattern = /^hopper_\w*cpu_seconds_total\s+(\S+)$/m;
-
-/** The server's CPU time so far, in seconds, from its /metrics; undefined if the metric is missing. */
-export async function serverCpuSeconds(serverUrl: string): Promise<number | undefined> {
-  const response = await fetch(`${serverUrl}/metrics`);
-  const match = serverCpuPattern.exec(await response.text());
-  return match ? Number(match[1]) : undefined;
-}
-
-/** CPU use of this process and of the server over one workload, as a share of one core. */
-export interface CpuShares {
-  /** The load generator (this process). */
-  benchCorePercent: number;
-  /** The server process; undefined if its metrics do not say. */
-  serverCorePercent: number | undefined;
-}
-
-/** Starts measuring CPU time; `finish()` answers the shares since the start. */
-export async function measureCpu(serverUrl: string): Promise<{ finish(): Promise<CpuShares> }> {
-  const startedAt = performance.now();
-  const benchBefore = process.cpuUsage();
-  const serverBefore = await serverCpuSeconds(serverUrl);
-  return {
-    async finish() {
-      const elapsedMs = performance.now() - startedAt;
-      const bench = process.cpuUsage(benchBefore);
-      const serverAfter = await serverCpuSeconds(serverUrl);
-      const serverCorePercent =
-        serverBefore === undefined || serverAfter === undefined
-          ? undefined
-          : ((serverAfter - serverBefore) * 1000 * 100) / elapsedMs;
-      return { benchCorePercent: ((bench.user + bench.system) / 1000 / elapsedMs) * 100, serverCorePercent };
-    },
-  };
 }

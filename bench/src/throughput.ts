@@ -1,13 +1,14 @@
 /**
  * W1, throughput: one producer keeps up to `producerUnconfirmedMax` publishes unconfirmed while one
  * consumer, running at the same time, holds up to `consumerUnackedMax` unacked messages. Every
- * message carries its sequence number, so the run ends with an exactly-once check.
+ * message carries its sequence number, so the run ends with an exactly-once check. With several
+ * Hopper nodes the producer talks to node 0 and the consumer to node 1.
  */
 
 import { performance } from "node:perf_hooks";
-import type { HopperClient } from "@hopper/client";
-import { benchBody, readBenchBody } from "./bench-message.js";
+import { benchBody } from "./bench-message.js";
 import { CreditConsumer } from "./credit-consumer.js";
+import { DeliveryLedger } from "./delivery-ledger.js";
 import {
   consumerUnackedMax,
   producerUnconfirmedMax,
@@ -15,14 +16,9 @@ import {
   throughputDeadlineMsBase,
   throughputDeadlineMsPerMessage,
 } from "./limits.js";
+import { startMeasuring, type WorkloadContext, type WorkloadCosts } from "./measure.js";
 import { Wakeup, withWatchdog } from "./progress.js";
-import {
-  type CpuShares,
-  countsSince,
-  measureCpu,
-  type RequestCounter,
-  type RequestKind,
-} from "./statistics.js";
+import type { QueueConnection } from "./target.js";
 
 export interface ThroughputResult {
   messages: number;
@@ -37,110 +33,91 @@ export interface ThroughputResult {
   duplicates: number;
   /** Confirmed sequence numbers that were never delivered. */
   missing: number;
-  /** Deliveries whose deliveryCount was above 1 (a lease ended before the ack). */
-  redeliveries: number;
+  /** Deliveries whose deliveryCount was above 1 (a lease ended before the ack); undefined if unknown. */
+  redeliveries: number | undefined;
   ackErrors: number;
-  /** HTTP requests of each kind made during the workload. */
-  requests: Record<RequestKind, number>;
-  cpu: CpuShares;
+  costs: WorkloadCosts;
 }
 
-export async function runThroughput(params: {
-  client: HopperClient;
-  serverUrl: string;
-  requestCounter: RequestCounter;
-  queue: string;
-  messages: number;
-  bodyBytes: number;
-}): Promise<ThroughputResult> {
-  const { client, queue, messages, bodyBytes } = params;
-  await client.putQueue(queue);
-  // One count per sequence number: 0 = not delivered yet, 2 or more = delivered again.
-  const deliveries = new Uint16Array(messages);
-  let distinctDelivered = 0;
-  let duplicates = 0;
-  let redeliveries = 0;
+/** Publishes `messages` with at most `producerUnconfirmedMax` unconfirmed; the state is for watchdogs. */
+export class WindowedProducer {
+  issued = 0;
+  confirmed = 0;
+  lastConfirmAtMs = Number.NaN;
+  private failure: unknown;
+  private readonly confirmArrived = new Wakeup();
 
-  const consumer = new CreditConsumer({
-    client,
-    queue,
-    creditMax: consumerUnackedMax,
-    onMessage: (message) => {
-      const { seq } = readBenchBody(message.body);
-      if (!(seq >= 0 && seq < messages)) throw new Error(`received sequence number ${seq} out of range`);
-      if (message.deliveryCount > 1) redeliveries++;
-      const count = deliveries[seq] as number;
-      if (count > 0) duplicates++;
-      else distinctDelivered++;
-      deliveries[seq] = Math.min(count + 1, 0xffff);
-    },
-  });
+  constructor(
+    private readonly connection: QueueConnection,
+    private readonly messages: number,
+    private readonly bodyBytes: number,
+  ) {}
 
-  let issued = 0;
-  let confirmed = 0;
-  let lastConfirmAtMs = Number.NaN;
-  let publishFailure: unknown;
-  const confirmArrived = new Wakeup();
-  const requestsBefore = params.requestCounter.snapshot();
-  const cpu = await measureCpu(params.serverUrl);
-  const startedAtMs = performance.now();
-
-  // Issues publishes while fewer than the window are unconfirmed. Those issued in one turn of the
-  // event loop share one request of up to 100 (the client's coalescing).
-  const produce = async (): Promise<void> => {
-    while (confirmed < messages) {
-      if (publishFailure !== undefined) throw publishFailure;
-      while (issued < messages && issued - confirmed < producerUnconfirmedMax) {
-        const seq = issued++;
-        client.publish(queue, { body: benchBody(seq, performance.now(), bodyBytes) }).then(
+  /** Issues publishes while fewer than the window are unconfirmed; resolves once all are confirmed.
+   * Publishes issued in one turn of the event loop may share one request (the client's batching). */
+  async run(): Promise<void> {
+    while (this.confirmed < this.messages) {
+      if (this.failure !== undefined) throw this.failure;
+      while (this.issued < this.messages && this.issued - this.confirmed < producerUnconfirmedMax) {
+        const seq = this.issued++;
+        this.connection.publish(benchBody(seq, performance.now(), this.bodyBytes)).then(
           () => {
-            confirmed++;
-            lastConfirmAtMs = performance.now();
-            confirmArrived.notify();
+            this.confirmed++;
+            this.lastConfirmAtMs = performance.now();
+            this.confirmArrived.notify();
           },
           (error: unknown) => {
-            publishFailure ??= error;
-            confirmArrived.notify();
+            this.failure ??= error;
+            this.confirmArrived.notify();
           },
         );
       }
-      await confirmArrived.wait();
+      await this.confirmArrived.wait();
     }
-  };
+  }
+}
+
+export async function runThroughput(
+  context: WorkloadContext,
+  params: { queue: string; messages: number; bodyBytes: number },
+): Promise<ThroughputResult> {
+  const { target } = context;
+  const { queue, messages, bodyBytes } = params;
+  await target.createQueue(queue);
+  const ledger = new DeliveryLedger(messages);
+  const consumer = new CreditConsumer({
+    connection: target.connect(queue, 1),
+    creditMax: consumerUnackedMax,
+    onMessage: (message) => ledger.record(message),
+  });
+  const producer = new WindowedProducer(target.connect(queue, 0), messages, bodyBytes);
+  const measuring = await startMeasuring(context);
+  const startedAtMs = performance.now();
+
   // Every message acked (or refused) means nothing is left leased; the consumer may stop.
   const consume = async (): Promise<void> => {
-    while (distinctDelivered < messages || consumer.acked + consumer.ackErrors < consumer.received) {
+    while (ledger.distinct < messages || consumer.acked + consumer.ackErrors < consumer.received) {
       await consumer.activity.wait();
     }
   };
-
-  // Once every publish is confirmed, a message still not delivered is missing, and the message says so.
-  const describe = () => {
-    const undelivered = messages - distinctDelivered;
-    const state = confirmed === messages ? "MISSING (confirmed, never delivered)" : "not delivered yet";
-    return (
-      `${confirmed}/${messages} confirmed, ${distinctDelivered} delivered, ${undelivered} ${state}, ` +
-      `${duplicates} duplicates, ${consumer.acked} acked`
-    );
-  };
+  const describe = () =>
+    ledger.describe(`${producer.confirmed}/${messages} confirmed`, producer.confirmed === messages) +
+    `, ${consumer.acked} acked`;
   await withWatchdog(
     {
       workload: "W1 throughput",
       deadlineMs: throughputDeadlineMsBase + messages * throughputDeadlineMsPerMessage,
       stallMs: progressStallMs,
-      progress: () => confirmed + consumer.received + consumer.acked,
+      progress: () => producer.confirmed + consumer.received + consumer.acked,
       describe,
     },
-    Promise.race([Promise.all([produce(), consume()]), consumer.failed]),
+    Promise.race([Promise.all([producer.run(), consume()]), consumer.failed]),
   );
   await consumer.stop();
-  const cpuShares = await cpu.finish();
-
-  let missing = 0;
-  for (const count of deliveries) if (count === 0) missing++;
-  if (missing > 0) throw new Error(`W1: ${missing} confirmed messages were never delivered: ${describe()}`);
+  const costs = await measuring.finish();
+  ledger.assertComplete("W1", describe);
   const endToEndMs = consumer.lastAckAtMs - startedAtMs;
-  const confirmMs = lastConfirmAtMs - startedAtMs;
+  const confirmMs = producer.lastConfirmAtMs - startedAtMs;
   return {
     messages,
     bodyBytes,
@@ -148,11 +125,10 @@ export async function runThroughput(params: {
     confirmPerSecond: (messages * 1000) / confirmMs,
     endToEndMs,
     confirmMs,
-    duplicates,
-    missing,
-    redeliveries,
+    duplicates: ledger.duplicates,
+    missing: ledger.missing(),
+    redeliveries: ledger.redeliveries,
     ackErrors: consumer.ackErrors,
-    requests: countsSince(requestsBefore, params.requestCounter.snapshot()),
-    cpu: cpuShares,
+    costs,
   };
 }

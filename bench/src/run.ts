@@ -1,0 +1,115 @@
+/**
+ * One run: starts one target (Hopper with its store and nodes, or a peer), puts it through the chosen
+ * workloads in order, and closes it (processes stopped, schema dropped) whether the run succeeded or not.
+ */
+import { loadavg } from "node:os";
+import { type BacklogResult, runBacklog } from "./backlog.js";
+import { startHopperTarget } from "./hopper-target.js";
+import { type LatencyResult, runLatency } from "./latency.js";
+import type { WorkloadContext } from "./measure.js";
+import type { BenchOptions, RunSpec } from "./options.js";
+import { startPgBossTarget } from "./peers/pg-boss.js";
+import { startSkipLockedTarget } from "./peers/skip-locked.js";
+import type { PgWireCounter } from "./pg-wire-counter.js";
+import { BackendWatch } from "./postgres.js";
+import type { QueueTarget } from "./target.js";
+import { runThroughput, type ThroughputResult } from "./throughput.js";
+
+export interface RunReport {
+  spec: RunSpec;
+  label: string;
+  startedAt: string;
+  /** The machine is shared: the load when the run began says how much its figures may be disturbed. */
+  loadAverage1m: number;
+  throughput?: ThroughputResult;
+  latency?: LatencyResult;
+  backlog?: BacklogResult;
+  /** Why the run stopped, if it failed; the figures it finished are kept. */
+  error?: string;
+}
+
+/** Closes whatever is open when the bench is interrupted: the targets of the run in progress. */
+export const openTargets = new Set<QueueTarget>();
+
+export async function runOne(
+  spec: RunSpec,
+  options: BenchOptions,
+  shared: { wireCounter: PgWireCounter | undefined; log: (message: string) => void },
+): Promise<RunReport> {
+  const { log, wireCounter } = shared;
+  const startedAt = new Date().toISOString();
+  const loadAverage1m = loadavg()[0] ?? Number.NaN;
+  const connectUrl = wireCounter ? wireCounter.relayUrl(options.pgUrl) : options.pgUrl;
+  const usesPostgres = spec.target !== "hopper" || spec.store === "postgres";
+  let target: QueueTarget | undefined;
+  let backends: BackendWatch | undefined;
+  const report: RunReport = { spec, label: describeSpec(spec, options), startedAt, loadAverage1m };
+  try {
+    if (usesPostgres) backends = await BackendWatch.open(options.pgUrl);
+    if (spec.target === "hopper") {
+      target = await startHopperTarget({
+        store:
+          spec.store === "sqlite"
+            ? { kind: "sqlite", durability: options.durability }
+            : { kind: "postgres", url: options.pgUrl, nodes: spec.nodes },
+        profileDir: options.profileDir,
+        wireCounter,
+        log,
+      });
+    } else {
+      log(`starting ${report.label}`);
+      const start = spec.target === "skiplocked" ? startSkipLockedTarget : startPgBossTarget;
+      target = await start({ url: options.pgUrl, connectUrl });
+    }
+    openTargets.add(target);
+    report.label = target.label;
+    const context: WorkloadContext = { target, backends, wireCounter };
+    for (const workload of options.workloads) {
+      if (workload === "w1") {
+        log(`${report.label}: W1 throughput, ${options.messages} messages of ${options.bodyBytes} bytes`);
+        report.throughput = await runThroughput(context, {
+          queue: "bench-w1-throughput",
+          messages: options.messages,
+          bodyBytes: options.bodyBytes,
+        });
+        log(`W1: ${Math.round(report.throughput.endToEndPerSecond)} msg/s end to end`);
+      } else if (workload === "w2") {
+        log(`${report.label}: W2 latency, ${options.ratePerSecond} msg/s for ${options.latencySeconds} s`);
+        report.latency = await runLatency(context, {
+          queue: "bench-w2-latency",
+          ratePerSecond: options.ratePerSecond,
+          seconds: options.latencySeconds,
+          bodyBytes: options.bodyBytes,
+        });
+        log(`W2: p99 ${report.latency.endToEndMs.p99.toFixed(1)} ms end to end`);
+      } else {
+        log(`${report.label}: W3 backlog, ${options.backlog} messages`);
+        report.backlog = await runBacklog(context, {
+          queue: "bench-w3-backlog",
+          messages: options.backlog,
+          bodyBytes: options.bodyBytes,
+          log,
+        });
+        log(`W3: drained at ${Math.round(report.backlog.drainPerSecond)} msg/s`);
+      }
+    }
+  } catch (error) {
+    report.error = error instanceof Error ? error.message : String(error);
+    log(`${report.label} FAILED: ${report.error}`);
+  } finally {
+    if (target) {
+      log(`closing ${report.label}`);
+      await target.close().catch((error: unknown) => log(`closing ${report.label} failed: ${String(error)}`));
+      openTargets.delete(target);
+    }
+    await backends?.close();
+  }
+  return report;
+}
+
+export function describeSpec(spec: RunSpec, options: Pick<BenchOptions, "durability">): string {
+  if (spec.target === "skiplocked") return "plain SKIP LOCKED";
+  if (spec.target === "pgboss") return "pg-boss 10.4.2";
+  if (spec.store === "sqlite") return `Hopper SQLite (${options.durability})`;
+  return `Hopper PostgreSQL, ${spec.nodes} node${spec.nodes === 1 ? "" : "s"}`;
+}

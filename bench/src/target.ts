@@ -1,0 +1,55 @@
+/**
+ * What a workload needs from the system under test, so that the same W1/W2/W3 code drives Hopper (over
+ * HTTP, one or more server processes) and the PostgreSQL peers (libraries inside this process): a way
+ * to make an empty queue, and connections that publish, receive and ack.
+ */
+import type { BenchBody } from "./bench-message.js";
+
+/** One message as a consumer got it. */
+export interface Delivery {
+  body: BenchBody;
+  /** 1 on the first delivery; above 1 means a lease ended before the ack and it came again.
+   * Undefined where the target would have to fetch more columns to say (pg-boss). */
+  deliveryCount: number | undefined;
+  /** What the ack names: Hopper's receipt, the peer's row or job id. */
+  receipt: string;
+}
+
+/**
+ * One producer's or consumer's link to a queue. Calls made in the same event-loop turn may share one
+ * request or statement (up to 100), as Hopper's client does with `publish` and `ackLater`.
+ */
+export interface QueueConnection {
+  /** Resolves once the message is durable (committed with fsync). */
+  publish(body: BenchBody): Promise<void>;
+  /**
+   * Answers up to `max` messages, each now leased to this consumer. With none available it waits
+   * (long poll, or polling for a peer that has none) up to the bench's receive wait, then answers [].
+   */
+  receive(max: number, signal: AbortSignal): Promise<Delivery[]>;
+  /** Acks one delivery; true once the ack is durable, false if it was refused (the lease had ended). */
+  ackLater(receipt: string): Promise<boolean>;
+}
+
+export type TargetKind = "hopper" | "skiplocked" | "pgboss";
+
+export interface QueueTarget {
+  /** A short label for tables: "Hopper PostgreSQL, 3 nodes", "plain SKIP LOCKED". */
+  readonly label: string;
+  readonly kind: TargetKind;
+  /** Broker processes other than this one (Hopper's server nodes); their CPU counts as the broker's. */
+  readonly brokerPids: readonly number[];
+  /** The application_name of the target's PostgreSQL sessions, or undefined for SQLite. */
+  readonly postgresAppName: string | undefined;
+  /** Makes `queue` exist and be empty. */
+  createQueue(queue: string): Promise<void>;
+  /**
+   * A connection to `queue` for producer or consumer number `index` of a workload. Hopper spreads them
+   * round-robin over its nodes (index modulo nodes); the peers have one pool in this process.
+   */
+  connect(queue: string, index: number): QueueConnection;
+  /** Counters the target keeps about its own traffic (Hopper: HTTP requests by kind), by name. */
+  counters(): Record<string, number>;
+  /** Stops processes and drops what the target created; safe to call twice. */
+  close(): Promise<void>;
+}
