@@ -182,7 +182,15 @@ export class PostgresStore implements Store {
       queueAddCounters: sql.queueAddCountersIn(schema),
       messageInsertMany: sql.messageInsertManyIn(schema),
     };
-    const connection = { connectionString: options.url, options: `-c search_path=${schema}`, types };
+    // Every statement is an indexed lookup or an ordered index walk that stops at its LIMIT. Without
+    // fresh statistics (autovacuum off, or a queue that grew fast) the planner prefers a bitmap scan
+    // and a sort of every available row for the lease query, whose cost then grows with the queue's
+    // depth; turning bitmap scans off for Hopper's own sessions keeps the plans it was written for.
+    const connection = {
+      connectionString: options.url,
+      options: `-c search_path=${schema} -c enable_bitmapscan=off`,
+      types,
+    };
     this.pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10 });
     // An idle pooled connection that the server drops must not crash the process; the next query
     // reconnects.
@@ -278,6 +286,29 @@ export class PostgresStore implements Store {
     }
   }
 
+  /** Runs one statement in its own implicit transaction: one round trip. Failures map as transaction's. */
+  private async statement<R extends pg.QueryResultRow = pg.QueryResultRow>(
+    text: string,
+    values: unknown[],
+  ): Promise<pg.QueryResult<R>> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.pool.query<R>(text, values);
+      } catch (error) {
+        const code = (error as { code?: string }).code;
+        if ((code === "40P01" || code === "40001") && attempt < transactionAttemptsMax) continue;
+        if (code === undefined || unavailableCodes.has(code) || code.startsWith("08")) {
+          throw new HopperError("unavailable", `PostgreSQL is not reachable: ${(error as Error).message}`);
+        }
+        throw error;
+      }
+    }
+  }
+
+  private counterShard(): number {
+    return Math.floor(this.random.float() * counterShards);
+  }
+
   async ping(): Promise<void> {
     await this.transaction((client) => client.query("SELECT 1"));
   }
@@ -321,7 +352,7 @@ export class PostgresStore implements Store {
   }
 
   private async addCounters(client: Client, queueId: number, deltas: Partial<QueueCounters>): Promise<void> {
-    const shard = Math.floor(this.random.float() * counterShards);
+    const shard = this.counterShard();
     await client.query(this.statements.queueAddCounters, [
       queueId,
       shard,
@@ -434,8 +465,25 @@ export class PostgresStore implements Store {
     });
   }
 
-  queueSend(params: { queue: string; messages: NewMessage[] }): Promise<void> {
-    return this.queueSendMany({ sends: [params] });
+  /** One statement, one round trip (statements.queueSendStatement). */
+  async queueSend(params: { queue: string; messages: NewMessage[] }): Promise<void> {
+    const { messages } = params;
+    const payload = this.events.encode({ kind: "messages", queue: params.queue });
+    const { rows } = await this.statement(sql.queueSendStatement, [
+      params.queue,
+      messages.map((m) => m.id),
+      messages.map((m) => m.body),
+      messages.map((m) => m.contentType),
+      messages.map((m) => (Object.keys(m.headers).length > 0 ? JSON.stringify(m.headers) : null)),
+      messages.map((m) => m.key),
+      messages.map((m) => m.publishedAt),
+      messages.map((m) => m.visibleAt),
+      messages.map(() => 0),
+      this.counterShard(),
+      this.events.channel,
+      payload,
+    ]);
+    if (rows.length === 0) throw notFound(params.queue);
   }
 
   queueSendMany(params: { sends: { queue: string; messages: NewMessage[] }[] }): Promise<void> {
@@ -528,7 +576,52 @@ export class PostgresStore implements Store {
     }
   }
 
-  queueLease(params: {
+  /**
+   * Leases in one statement (statements.queueLeaseStatement); only when candidates used their last
+   * delivery does it take the transactional path, which also moves those to the dead-letter queue.
+   */
+  async queueLease(params: {
+    queue: string;
+    max: number;
+    now: number;
+    leaseExpiresAt: number;
+    expiredBefore: number;
+    inFlightMax: number;
+    deadLetter: DeadLetterRoute | null;
+  }): Promise<{ messages: LeasedMessage[]; deadLettered: number }> {
+    const tokens = Array.from({ length: params.max }, () => this.random.uint48());
+    const { rows } = await this.statement<MessageRow & { exhausted: number; lease_index: number | null }>(
+      sql.queueLeaseStatement,
+      [
+        params.queue,
+        params.now,
+        params.expiredBefore,
+        params.max,
+        params.inFlightMax,
+        params.deadLetter?.maxDeliveries ?? 2_147_483_647,
+        params.leaseExpiresAt,
+        tokens,
+        this.counterShard(),
+      ],
+    );
+    if (rows.length === 0) throw notFound(params.queue);
+    const messages = rows
+      .filter((row) => row.lease_index !== null)
+      .sort((a, b) => (a.lease_index as number) - (b.lease_index as number))
+      .map(
+        (row): LeasedMessage => ({
+          ...toStoredMessage(row),
+          receipt: encodeReceipt(row.seq, tokens[(row.lease_index as number) - 1] as number),
+        }),
+      );
+    const exhausted = rows[0]?.exhausted ?? 0;
+    if (exhausted === 0 || !params.deadLetter) return { messages, deadLettered: 0 };
+    const rest = await this.queueLeaseInTransaction({ ...params, max: params.max - messages.length });
+    return { messages: [...messages, ...rest.messages], deadLettered: rest.deadLettered };
+  }
+
+  /** The general lease: leases and dead-letters exhausted candidates in one transaction. */
+  private queueLeaseInTransaction(params: {
     queue: string;
     max: number;
     now: number;
@@ -624,16 +717,23 @@ export class PostgresStore implements Store {
     return { results, rows: matched };
   }
 
-  queueAck(params: { queue: string; receipts: string[] }): Promise<ReceiptResult[]> {
-    return this.transaction(async (client) => {
-      const queueId = await this.lockQueueShared(client, params.queue);
-      const { results, rows } = await this.rowsByReceipt(client, queueId, params.receipts);
-      const seqs = rows.filter((row) => row !== undefined).map((row) => row.seq);
-      if (seqs.length > 0) {
-        await client.query(sql.messageDeleteMany, [seqs]);
-        await this.addCounters(client, queueId, { acked: seqs.length });
-      }
-      return results;
+  /** One statement, one round trip (statements.queueAckStatement). */
+  async queueAck(params: { queue: string; receipts: string[] }): Promise<ReceiptResult[]> {
+    const decoded = params.receipts.map(decodeReceipt);
+    const valid = decoded.filter((receipt) => receipt !== undefined);
+    const { rows } = await this.statement<{ queue_id: number | null; seqs: number[]; tokens: number[] }>(
+      sql.queueAckStatement,
+      [params.queue, valid.map((r) => r.seq), valid.map((r) => r.leaseToken), this.counterShard()],
+    );
+    const row = rows[0];
+    if (!row || row.queue_id === null) throw notFound(params.queue);
+    const deleted = new Set(row.seqs.map((seq, i) => `${seq}.${row.tokens[i]}`));
+    // A receipt that appears twice in one batch counts once; its repeat is stale, as in a later call.
+    return decoded.map((receipt): ReceiptResult => {
+      if (!receipt) return { error: "invalid_receipt" };
+      const key = `${receipt.seq}.${receipt.leaseToken}`;
+      if (!deleted.delete(key)) return { error: "stale_receipt" };
+      return { ok: true };
     });
   }
 

@@ -85,10 +85,12 @@ export const messageCountInFlight = `
 /**
  * $1 queueId, $2 now, $3 expiredBefore, $4 limit. Returns: the next available rows in visibility order,
  * locked; rows another transaction holds are skipped, so concurrent leases take different messages.
+ * `published_at + 0` keeps the planner off the publish index: the only good plan walks
+ * messages_by_visibility in order and stops after `limit` rows, whatever the queue's depth.
  */
 export const messageSelectAvailableForLease = `
   SELECT * FROM messages
-  WHERE queue_id = $1 AND visible_at <= $2 AND published_at > $3
+  WHERE queue_id = $1 AND visible_at <= $2 AND published_at + 0 > $3
   ORDER BY visible_at
   LIMIT $4
   FOR UPDATE SKIP LOCKED`;
@@ -235,3 +237,91 @@ export const bindingDelete = `
 
 /** $1 destinationKind, $2 destination. Deletes every binding to a queue or exchange being deleted. */
 export const bindingDeleteByDestination = `DELETE FROM bindings WHERE destination_kind = $1 AND destination = $2`;
+
+/**
+ * One send as one statement, so one round trip and one implicit transaction: lock the queue row
+ * against deletion, insert the messages, add to a counter shard, queue the NOTIFY.
+ * $1 name, $2 ids, $3 bodies, $4 contentTypes, $5 headers, $6 keys, $7 publishedAts, $8 visibleAts,
+ * $9 deliveryCounts, $10 shard, $11 channel, $12 payload. Returns: one row when the queue exists.
+ */
+export const queueSendStatement = `
+  WITH q AS (SELECT queue_id FROM queues WHERE name = $1 FOR KEY SHARE),
+  inserted AS (
+    INSERT INTO messages (queue_id, id, body, content_type, headers, key, published_at, visible_at, delivery_count)
+    SELECT q.queue_id, m.* FROM q, unnest($2::text[], $3::bytea[], $4::text[], $5::text[], $6::text[],
+      $7::bigint[], $8::bigint[], $9::int[]) AS m
+  ),
+  counted AS (
+    INSERT INTO queue_counters AS c (queue_id, shard, published)
+    SELECT queue_id, $10, cardinality($2::text[]) FROM q
+    ON CONFLICT (queue_id, shard) DO UPDATE SET published = c.published + excluded.published
+  )
+  SELECT queue_id, pg_notify($11, $12) FROM q`;
+
+/**
+ * One ack batch as one statement: delete each row whose latest lease the (seq, token) pair names and
+ * count the deletions. $1 name, $2 seqs, $3 tokens, $4 shard. Returns: one row, with queue_id NULL
+ * when there is no such queue, and the pairs deleted (as float8, which holds them exactly).
+ */
+export const queueAckStatement = `
+  WITH q AS (SELECT queue_id FROM queues WHERE name = $1 FOR KEY SHARE),
+  deleted AS (
+    DELETE FROM messages m USING q, unnest($2::bigint[], $3::bigint[]) AS r(seq, token)
+    WHERE m.queue_id = q.queue_id AND m.seq = r.seq AND m.lease_token = r.token
+    RETURNING m.seq, m.lease_token
+  ),
+  counted AS (
+    INSERT INTO queue_counters AS c (queue_id, shard, acked)
+    SELECT q.queue_id, $4, count(*) FROM q, deleted GROUP BY q.queue_id
+    ON CONFLICT (queue_id, shard) DO UPDATE SET acked = c.acked + excluded.acked
+  )
+  SELECT (SELECT queue_id FROM q) AS queue_id,
+    coalesce((SELECT array_agg(seq::float8 ORDER BY seq) FROM deleted), '{}') AS seqs,
+    coalesce((SELECT array_agg(lease_token::float8 ORDER BY seq) FROM deleted), '{}') AS tokens`;
+
+/**
+ * The common lease as one statement: count the queue's in-flight messages (for the ceiling), lock up
+ * to `max` available rows in visibility order (SKIP LOCKED), lease those with deliveries left, count
+ * them. Candidates that used their last delivery are left alone and counted in `exhausted`; the caller
+ * then takes the transactional path, which moves them to the dead-letter queue.
+ * $1 name, $2 now, $3 expiredBefore, $4 max, $5 inFlightMax, $6 maxDeliveries, $7 leaseExpiresAt,
+ * $8 tokens (one per possible lease), $9 shard. Returns: no row when there is no such queue; else one
+ * row per leased message (or one row of NULLs), each with `exhausted` and `lease_index`.
+ */
+export const queueLeaseStatement = `
+  WITH q AS (SELECT queue_id FROM queues WHERE name = $1 FOR KEY SHARE),
+  in_flight AS (
+    SELECT count(*) AS n FROM messages m, q
+    WHERE m.queue_id = q.queue_id AND m.visible_at > $2 AND m.lease_token IS NOT NULL
+  ),
+  candidates AS (
+    SELECT m.seq, m.visible_at, m.delivery_count FROM messages m, q
+    WHERE m.queue_id = q.queue_id AND m.visible_at <= $2 AND m.published_at + 0 > $3
+    ORDER BY m.visible_at
+    LIMIT greatest(0, least($4, $5 - (SELECT n FROM in_flight)))
+    FOR UPDATE OF m SKIP LOCKED
+  ),
+  numbered AS (
+    SELECT seq, row_number() OVER (ORDER BY visible_at, seq) AS lease_index
+    FROM candidates WHERE delivery_count < $6
+  ),
+  leased AS (
+    UPDATE messages m SET
+      visible_at = $7,
+      lease_token = ($8::bigint[])[n.lease_index],
+      delivery_count = m.delivery_count + 1,
+      first_delivered_at = coalesce(m.first_delivered_at, $2)
+    FROM numbered n
+    WHERE m.seq = n.seq
+    RETURNING m.*, n.lease_index
+  ),
+  counted AS (
+    INSERT INTO queue_counters AS c (queue_id, shard, delivered, redelivered)
+    SELECT q.queue_id, $9, count(*), count(*) FILTER (WHERE l.delivery_count > 1) FROM q, leased l
+    GROUP BY q.queue_id
+    ON CONFLICT (queue_id, shard) DO UPDATE SET
+      delivered = c.delivered + excluded.delivered,
+      redelivered = c.redelivered + excluded.redelivered
+  )
+  SELECT (SELECT count(*)::int FROM candidates WHERE delivery_count >= $6) AS exhausted, l.*
+  FROM q LEFT JOIN leased l ON true`;
