@@ -414,12 +414,12 @@ export class PostgresStore implements Store {
   }
 
   async queueGet(params: { name: string }): Promise<QueueRecord | undefined> {
-    const row = await this.transaction((client) => this.queueRow(client, params.name));
+    const row = (await this.statement<QueueRow>(sql.queueSelectByName, [params.name])).rows[0];
     return row && toQueueRecord(row);
   }
 
   async queueList(): Promise<QueueRecord[]> {
-    const { rows } = await this.transaction((client) => client.query<QueueRow>(sql.queueSelectAll));
+    const { rows } = await this.statement<QueueRow>(sql.queueSelectAll, []);
     return rows.map(toQueueRecord);
   }
 
@@ -445,24 +445,22 @@ export class PostgresStore implements Store {
     });
   }
 
-  queueDepth(params: { name: string; now: number }): Promise<QueueDepth> {
-    return this.transaction(async (client) => {
-      const queueId = await this.lockQueueShared(client, params.name);
-      const { rows } = await client.query<{
-        available: number;
-        delayed: number;
-        in_flight: number;
-        oldest: number | null;
-      }>(sql.messageDepth, [queueId, params.now]);
-      const row = rows[0];
-      invariant(row, "an aggregate returns one row");
-      return {
-        available: row.available,
-        delayed: row.delayed,
-        inFlight: row.in_flight,
-        oldestPublishedAt: row.oldest,
-      };
-    });
+  /** A read in one statement, with no lock: stats and /metrics never write. */
+  async queueDepth(params: { name: string; now: number }): Promise<QueueDepth> {
+    const { rows } = await this.statement<{
+      available: number;
+      delayed: number;
+      in_flight: number;
+      oldest: number | null;
+    }>(sql.queueDepthByName, [params.name, params.now]);
+    const row = rows[0];
+    if (!row) throw notFound(params.name);
+    return {
+      available: row.available,
+      delayed: row.delayed,
+      inFlight: row.in_flight,
+      oldestPublishedAt: row.oldest,
+    };
   }
 
   /** One statement, one round trip (statements.queueSendStatement). */
@@ -487,6 +485,9 @@ export class PostgresStore implements Store {
   }
 
   queueSendMany(params: { sends: { queue: string; messages: NewMessage[] }[] }): Promise<void> {
+    // A send to one queue (every direct send) is one statement; copies to several need a transaction.
+    const [only] = params.sends;
+    if (only && params.sends.length === 1) return this.queueSend(only);
     return this.transaction(async (client) => {
       for (const send of params.sends) {
         const queueId = await this.lockQueueShared(client, send.queue);
@@ -782,22 +783,23 @@ export class PostgresStore implements Store {
     });
   }
 
-  queuePeek(params: {
+  /** Reads without a lock or a transaction: a peek leases nothing and writes nothing. */
+  async queuePeek(params: {
     queue: string;
     state: MessageState;
     limit: number;
     now: number;
   }): Promise<StoredMessage[]> {
-    return this.transaction(async (client) => {
-      const queueId = await this.lockQueueShared(client, params.queue);
-      const statement = {
-        available: sql.messagePeekAvailable,
-        delayed: sql.messagePeekDelayed,
-        "in-flight": sql.messagePeekInFlight,
-      }[params.state];
-      const { rows } = await client.query<MessageRow>(statement, [queueId, params.now, params.limit]);
-      return rows.map(toStoredMessage);
-    });
+    const queueId = (await this.statement<{ queue_id: number }>(sql.queueSelectId, [params.queue])).rows[0]
+      ?.queue_id;
+    if (queueId === undefined) throw notFound(params.queue);
+    const statement = {
+      available: sql.messagePeekAvailable,
+      delayed: sql.messagePeekDelayed,
+      "in-flight": sql.messagePeekInFlight,
+    }[params.state];
+    const { rows } = await this.statement<MessageRow>(statement, [queueId, params.now, params.limit]);
+    return rows.map(toStoredMessage);
   }
 
   queuePurge(params: { queue: string }): Promise<{ purged: number }> {
@@ -841,21 +843,16 @@ export class PostgresStore implements Store {
     });
   }
 
-  queueNextEvents(params: {
+  /** A read in one statement, with no lock: a long poll asks it before it waits. */
+  async queueNextEvents(params: {
     queue: string;
     now: number;
   }): Promise<{ nextVisibleAt: number | null; oldestPublishedAt: number | null }> {
-    return this.transaction(async (client) => {
-      const queue = (
-        await client.query<{ queue_id: number }>(this.statements.queueLockShared, [params.queue])
-      ).rows[0];
-      if (!queue) return { nextVisibleAt: null, oldestPublishedAt: null };
-      const { rows } = await client.query<{ next: number | null; oldest: number | null }>(
-        sql.messageNextEvents,
-        [queue.queue_id, params.now],
-      );
-      return { nextVisibleAt: rows[0]?.next ?? null, oldestPublishedAt: rows[0]?.oldest ?? null };
-    });
+    const { rows } = await this.statement<{ next: number | null; oldest: number | null }>(
+      sql.queueNextEventsByName,
+      [params.queue, params.now],
+    );
+    return { nextVisibleAt: rows[0]?.next ?? null, oldestPublishedAt: rows[0]?.oldest ?? null };
   }
 
   private async exchangeRow(client: Client, name: string): Promise<ExchangeRow | undefined> {
@@ -909,12 +906,12 @@ export class PostgresStore implements Store {
   }
 
   async exchangeGet(params: { name: string }): Promise<ExchangeRecord | undefined> {
-    const row = await this.transaction((client) => this.exchangeRow(client, params.name));
+    const row = (await this.statement<ExchangeRow>(sql.exchangeSelectByName, [params.name])).rows[0];
     return row && toExchangeRecord(row);
   }
 
   async exchangeList(): Promise<ExchangeRecord[]> {
-    const { rows } = await this.transaction((client) => client.query<ExchangeRow>(sql.exchangeSelectAll));
+    const { rows } = await this.statement<ExchangeRow>(sql.exchangeSelectAll, []);
     return rows.map(toExchangeRecord);
   }
 

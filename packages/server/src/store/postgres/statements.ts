@@ -144,22 +144,6 @@ export const messageSelectExhausted = `
   LIMIT $5
   FOR UPDATE SKIP LOCKED`;
 
-/** $1 queueId, $2 now. Returns: { available, delayed, in_flight, oldest } in one pass over the queue. */
-export const messageDepth = `
-  SELECT
-    count(*) FILTER (WHERE visible_at <= $2)::int AS available,
-    count(*) FILTER (WHERE visible_at > $2 AND lease_token IS NULL)::int AS delayed,
-    count(*) FILTER (WHERE visible_at > $2 AND lease_token IS NOT NULL)::int AS in_flight,
-    min(published_at)::float8 AS oldest
-  FROM messages WHERE queue_id = $1`;
-
-/** $1 queueId, $2 now. Returns: { next, oldest }: the earliest visible_at after now and the earliest
- * publish time, each NULL when there is none. */
-export const messageNextEvents = `
-  SELECT
-    (SELECT min(visible_at) FROM messages WHERE queue_id = $1 AND visible_at > $2)::float8 AS next,
-    (SELECT min(published_at) FROM messages WHERE queue_id = $1)::float8 AS oldest`;
-
 /** $1 queueId, $2 now, $3 limit. Peek at available messages. */
 export const messagePeekAvailable = `
   SELECT * FROM messages WHERE queue_id = $1 AND visible_at <= $2 ORDER BY visible_at LIMIT $3`;
@@ -325,3 +309,26 @@ export const queueLeaseStatement = `
   )
   SELECT (SELECT count(*)::int FROM candidates WHERE delivery_count >= $6) AS exhausted, l.*
   FROM q LEFT JOIN leased l ON true`;
+
+/** $1 name. Returns: { queue_id } without a lock, for reads. */
+export const queueSelectId = `SELECT queue_id FROM queues WHERE name = $1`;
+
+/** $1 name, $2 now. Returns: no row when there is no such queue; else { available, delayed, in_flight,
+ * oldest } in one pass over the queue's messages. A read: it takes no lock, so it writes nothing. */
+export const queueDepthByName = `
+  SELECT
+    count(m.seq) FILTER (WHERE m.visible_at <= $2)::int AS available,
+    count(m.seq) FILTER (WHERE m.visible_at > $2 AND m.lease_token IS NULL)::int AS delayed,
+    count(m.seq) FILTER (WHERE m.visible_at > $2 AND m.lease_token IS NOT NULL)::int AS in_flight,
+    min(m.published_at)::float8 AS oldest
+  FROM queues q LEFT JOIN messages m ON m.queue_id = q.queue_id
+  WHERE q.name = $1
+  GROUP BY q.queue_id`;
+
+/** $1 name, $2 now. Returns: no row when there is no such queue; else { next, oldest } (the earliest
+ * visible_at after now and the earliest publish time, each NULL when there is none). A read. */
+export const queueNextEventsByName = `
+  SELECT
+    (SELECT min(visible_at) FROM messages m WHERE m.queue_id = q.queue_id AND m.visible_at > $2)::float8 AS next,
+    (SELECT min(published_at) FROM messages m WHERE m.queue_id = q.queue_id)::float8 AS oldest
+  FROM queues q WHERE q.name = $1`;
