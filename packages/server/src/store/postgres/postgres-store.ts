@@ -167,6 +167,10 @@ export class PostgresStore implements Store {
   private readonly random: Random;
   readonly schema: string;
   private readonly events: StoreEvents;
+  private readonly pendingAnnouncements = new Set<string>();
+  /** Announcements of the transaction running on each client, sent only if it commits. */
+  private readonly announcementsOf = new WeakMap<Client, string[]>();
+  private announcing = false;
   /** The statements that name their schema, bound to this store's. */
   private readonly statements: {
     queueLockShared: string;
@@ -268,6 +272,7 @@ export class PostgresStore implements Store {
       await client.query("BEGIN");
       const result = await work(client);
       await client.query("COMMIT");
+      for (const queue of this.announcementsOf.get(client) ?? []) this.announceCommitted(queue);
       return result;
     } catch (error) {
       await client.query("ROLLBACK").catch((rollbackError: Error) => {
@@ -281,6 +286,7 @@ export class PostgresStore implements Store {
       }
       throw error;
     } finally {
+      this.announcementsOf.delete(client);
       client.off("error", onError);
       client.release(broken);
     }
@@ -334,6 +340,38 @@ export class PostgresStore implements Store {
     } catch (error) {
       throw new HopperError("unavailable", `PostgreSQL is not reachable: ${(error as Error).message}`);
     }
+  }
+
+  /**
+   * Tells the other nodes, once the current call has committed, that messages may be available in
+   * `queue`. The NOTIFY is sent by itself after the commit, not inside the writing transaction:
+   * PostgreSQL serializes the commits of transactions that NOTIFY, which would make every send wait
+   * for the previous one's flush. Announcements of one event-loop turn are sent once per queue. If the
+   * node dies between the commit and the NOTIFY, other nodes' long polls wake at their deadline
+   * instead: a delay, never a loss. (A call that fails after announcing sends a harmless extra wake.)
+   */
+  private announceCommitted(queue: string): void {
+    this.pendingAnnouncements.add(queue);
+    if (this.announcing) return;
+    this.announcing = true;
+    setImmediate(() => {
+      this.announcing = false;
+      const queues = [...this.pendingAnnouncements];
+      this.pendingAnnouncements.clear();
+      for (const name of queues) {
+        const payload = this.events.encode({ kind: "messages", queue: name });
+        this.pool.query(sql.notify, [this.events.channel, payload]).catch(() => {
+          // Unreachable database: the other nodes' long polls end at their deadline and look again.
+        });
+      }
+    });
+  }
+
+  /** Announces `queue` (announceCommitted) once the transaction on `client` has committed. */
+  private announceOnCommit(client: Client, queue: string): void {
+    const queues = this.announcementsOf.get(client) ?? [];
+    queues.push(queue);
+    this.announcementsOf.set(client, queues);
   }
 
   /** Queues a notification that other nodes receive when (and only if) the transaction commits. */
@@ -466,7 +504,6 @@ export class PostgresStore implements Store {
   /** One statement, one round trip (statements.queueSendStatement). */
   async queueSend(params: { queue: string; messages: NewMessage[] }): Promise<void> {
     const { messages } = params;
-    const payload = this.events.encode({ kind: "messages", queue: params.queue });
     const { rows } = await this.statement(sql.queueSendStatement, [
       params.queue,
       messages.map((m) => m.id),
@@ -478,10 +515,9 @@ export class PostgresStore implements Store {
       messages.map((m) => m.visibleAt),
       messages.map(() => 0),
       this.counterShard(),
-      this.events.channel,
-      payload,
     ]);
     if (rows.length === 0) throw notFound(params.queue);
+    this.announceCommitted(params.queue);
   }
 
   queueSendMany(params: { sends: { queue: string; messages: NewMessage[] }[] }): Promise<void> {
@@ -493,7 +529,7 @@ export class PostgresStore implements Store {
         const queueId = await this.lockQueueShared(client, send.queue);
         await this.insertMessages(client, queueId, send.messages);
         await this.addCounters(client, queueId, { published: send.messages.length });
-        await this.announce(client, { kind: "messages", queue: send.queue });
+        this.announceOnCommit(client, send.queue);
       }
     });
   }
@@ -537,7 +573,7 @@ export class PostgresStore implements Store {
       if (targetId === undefined) continue;
       await this.insertMessages(client, targetId, moved);
       await this.addCounters(client, targetId, { published: rows.length });
-      await this.announce(client, { kind: "messages", queue: name });
+      this.announceOnCommit(client, name);
     }
     await client.query(sql.messageDeleteMany, [rows.map((row) => row.seq)]);
     await this.addCounters(client, sourceId, { deadLettered: rows.length });
@@ -758,7 +794,7 @@ export class PostgresStore implements Store {
           retried.map((row) => row.seq),
           retried.map((row) => params.now + params.retryDelayMs(row.delivery_count)),
         ]);
-        await this.announce(client, { kind: "messages", queue: params.queue });
+        this.announceOnCommit(client, params.queue);
       }
       if (found.length > 0) await this.addCounters(client, queueId, { nacked: found.length });
       return { results, deadLettered: exhausted.length };
@@ -777,7 +813,7 @@ export class PostgresStore implements Store {
       if (seqs.length > 0) {
         await client.query(sql.messageExtendMany, [seqs, params.leaseExpiresAt]);
         // A lease cut short (extend to now) hands the message back; other nodes' long polls may want it.
-        await this.announce(client, { kind: "messages", queue: params.queue });
+        this.announceOnCommit(client, params.queue);
       }
       return results;
     });

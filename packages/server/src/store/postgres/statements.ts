@@ -224,9 +224,10 @@ export const bindingDeleteByDestination = `DELETE FROM bindings WHERE destinatio
 
 /**
  * One send as one statement, so one round trip and one implicit transaction: lock the queue row
- * against deletion, insert the messages, add to a counter shard, queue the NOTIFY.
+ * against deletion, insert the messages, add to a counter shard. (The wake-up NOTIFY goes after the
+ * commit, from the store: see PostgresStore.announceCommitted.)
  * $1 name, $2 ids, $3 bodies, $4 contentTypes, $5 headers, $6 keys, $7 publishedAts, $8 visibleAts,
- * $9 deliveryCounts, $10 shard, $11 channel, $12 payload. Returns: one row when the queue exists.
+ * $9 deliveryCounts, $10 shard. Returns: one row when the queue exists.
  */
 export const queueSendStatement = `
   WITH q AS (SELECT queue_id FROM queues WHERE name = $1 FOR KEY SHARE),
@@ -240,7 +241,7 @@ export const queueSendStatement = `
     SELECT queue_id, $10, cardinality($2::text[]) FROM q
     ON CONFLICT (queue_id, shard) DO UPDATE SET published = c.published + excluded.published
   )
-  SELECT queue_id, pg_notify($11, $12) FROM q`;
+  SELECT queue_id FROM q`;
 
 /**
  * One ack batch as one statement: delete each row whose latest lease the (seq, token) pair names and
