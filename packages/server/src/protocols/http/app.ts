@@ -16,6 +16,7 @@ import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Metrics } from "../../observability/metrics.js";
 import type { Store } from "../../store/store.js";
+import { describeErrors } from "../validation-errors.js";
 import { registerExchangeRoutes } from "./exchange-routes.js";
 import { registerQueueRoutes } from "./queue-routes.js";
 
@@ -160,23 +161,6 @@ function isOversizedBatch(error: { keyword: string; instancePath: string }): boo
   return (
     error.keyword === "maxItems" && (error.instancePath === "/messages" || error.instancePath === "/receipts")
   );
-}
-
-/** Turns TypeBox's errors into short `{ path, message }` pairs, naming unknown fields plainly. */
-function describeErrors(
-  errors: { keyword: string; instancePath: string; message: string; params: unknown }[],
-): { path: string; message: string }[] {
-  return errors
-    .filter((e) => e.keyword !== "boolean")
-    .slice(0, 10)
-    .map((e) => {
-      const unknown = (e.params as { additionalProperties?: string[] }).additionalProperties;
-      const message =
-        e.keyword === "additionalProperties" && unknown
-          ? `has unknown field(s): ${unknown.join(", ")}`
-          : e.message;
-      return { path: e.instancePath || "/", message };
-    });
 }
 
 /** How much of an oversized body is read and discarded before the connection is cut. */

@@ -8,6 +8,7 @@ import { Compile } from "typebox/compile";
 import { prefetchMax } from "../../broker/push-consumer.js";
 import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
+import { describeErrors } from "../validation-errors.js";
 
 const strict = { additionalProperties: false } as const;
 
@@ -119,21 +120,4 @@ export function parseFrame(text: string): ParsedFrame {
       ? "batch_too_large"
       : "invalid_request";
   return withRef(new HopperError(code, `Invalid ${op} frame: ${first?.path} ${first?.message}`, { errors }));
-}
-
-/** Turns TypeBox's errors into short `{ path, message }` pairs, naming unknown fields plainly. */
-function describeErrors(
-  errors: { keyword: string; instancePath: string; message: string; params: unknown }[],
-): { path: string; message: string }[] {
-  return errors
-    .filter((e) => e.keyword !== "boolean")
-    .slice(0, 10)
-    .map((e) => {
-      const unknown = (e.params as { additionalProperties?: string[] }).additionalProperties;
-      const message =
-        e.keyword === "additionalProperties" && unknown
-          ? `has unknown field(s): ${unknown.join(", ")}`
-          : e.message;
-      return { path: e.instancePath || "/", message };
-    });
 }

@@ -10,6 +10,7 @@ import { HopperError, invariant } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
+import { type MessageRow, type QueueRow, toQueueRecord, toStoredMessage } from "../rows.js";
 import {
   type BindingDestination,
   type DeadLetterRoute,
@@ -45,37 +46,6 @@ export interface PostgresStoreOptions {
 
 type Client = pg.PoolClient;
 
-interface QueueRow {
-  queue_id: number;
-  name: string;
-  kind: QueueKind;
-  attributes: QueueAttributes;
-  created_at: number;
-  published: number;
-  delivered: number;
-  redelivered: number;
-  acked: number;
-  nacked: number;
-  expired: number;
-  dead_lettered: number;
-  purged: number;
-}
-
-interface MessageRow {
-  seq: number;
-  queue_id: number;
-  id: string;
-  body: Buffer;
-  content_type: string;
-  headers: string | null;
-  key: string | null;
-  published_at: number;
-  visible_at: number;
-  delivery_count: number;
-  first_delivered_at: number | null;
-  lease_token: number | null;
-}
-
 /** Counters are spread over this many rows per queue (see schema.ts). */
 const counterShards = 16;
 /** Serializes migrations between nodes that start together: an arbitrary, fixed advisory lock key. */
@@ -102,39 +72,6 @@ const types = {
       ? (value: string) => Number(value)
       : pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser,
 };
-
-function toQueueRecord(row: QueueRow): QueueRecord {
-  return {
-    name: row.name,
-    kind: row.kind,
-    attributes: row.attributes,
-    createdAt: row.created_at,
-    counters: {
-      published: row.published,
-      delivered: row.delivered,
-      redelivered: row.redelivered,
-      acked: row.acked,
-      nacked: row.nacked,
-      expired: row.expired,
-      deadLettered: row.dead_lettered,
-      purged: row.purged,
-    },
-  };
-}
-
-function toStoredMessage(row: MessageRow): StoredMessage {
-  return {
-    id: row.id,
-    body: row.body,
-    contentType: row.content_type,
-    headers: row.headers ? (JSON.parse(row.headers) as Record<string, string>) : {},
-    key: row.key,
-    publishedAt: row.published_at,
-    visibleAt: row.visible_at,
-    deliveryCount: row.delivery_count,
-    firstDeliveredAt: row.first_delivered_at,
-  };
-}
 
 interface ExchangeRow {
   exchange_id: number;

@@ -9,6 +9,7 @@ import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
+import { type MessageRow, type QueueRow, toQueueRecord, toStoredMessage } from "../rows.js";
 import {
   type BindingDestination,
   type BindingRecord,
@@ -44,37 +45,6 @@ export interface SqliteStoreOptions {
   random: Random;
 }
 
-interface QueueRow {
-  queue_id: number;
-  name: string;
-  kind: QueueKind;
-  attributes: string;
-  created_at: number;
-  published: number;
-  delivered: number;
-  redelivered: number;
-  acked: number;
-  nacked: number;
-  expired: number;
-  dead_lettered: number;
-  purged: number;
-}
-
-interface MessageRow {
-  seq: number;
-  queue_id: number;
-  id: string;
-  body: Buffer;
-  content_type: string;
-  headers: string | null;
-  key: string | null;
-  published_at: number;
-  visible_at: number;
-  delivery_count: number;
-  first_delivered_at: number | null;
-  lease_token: number | null;
-}
-
 interface ExchangeRow {
   exchange_id: number;
   name: string;
@@ -94,37 +64,11 @@ const noCounters: QueueCounters = {
   purged: 0,
 };
 
-function toQueueRecord(row: QueueRow): QueueRecord {
-  return {
-    name: row.name,
-    kind: row.kind,
-    attributes: JSON.parse(row.attributes) as QueueAttributes,
-    createdAt: row.created_at,
-    counters: {
-      published: row.published,
-      delivered: row.delivered,
-      redelivered: row.redelivered,
-      acked: row.acked,
-      nacked: row.nacked,
-      expired: row.expired,
-      deadLettered: row.dead_lettered,
-      purged: row.purged,
-    },
-  };
-}
+/** SQLite keeps attributes as JSON text. */
+type SqliteQueueRow = QueueRow<string>;
 
-function toStoredMessage(row: MessageRow): StoredMessage {
-  return {
-    id: row.id,
-    body: row.body,
-    contentType: row.content_type,
-    headers: row.headers ? (JSON.parse(row.headers) as Record<string, string>) : {},
-    key: row.key,
-    publishedAt: row.published_at,
-    visibleAt: row.visible_at,
-    deliveryCount: row.delivery_count,
-    firstDeliveredAt: row.first_delivered_at,
-  };
+function toSqliteQueueRecord(row: SqliteQueueRow): QueueRecord {
+  return toQueueRecord({ ...row, attributes: JSON.parse(row.attributes) as QueueAttributes });
 }
 
 export class SqliteStore implements Store {
@@ -189,11 +133,11 @@ export class SqliteStore implements Store {
   /** One process owns the file: its own subscribers already have the signal. */
   async signalBroadcast(_params: { channel: string; dataJson: string }): Promise<void> {}
 
-  private queueRow(name: string): QueueRow | undefined {
-    return this.stmt(sql.queueSelectByName).get({ name }) as QueueRow | undefined;
+  private queueRow(name: string): SqliteQueueRow | undefined {
+    return this.stmt(sql.queueSelectByName).get({ name }) as SqliteQueueRow | undefined;
   }
 
-  private requireQueue(name: string): QueueRow {
+  private requireQueue(name: string): SqliteQueueRow {
     const row = this.queueRow(name);
     if (!row) throw new HopperError("queue_not_found", `Queue "${name}" does not exist.`, { queue: name });
     return row;
@@ -220,7 +164,7 @@ export class SqliteStore implements Store {
           });
         }
         this.stmt(sql.queueUpdateAttributes).run({ queueId: existing.queue_id, attributes });
-        return { created: false, queue: toQueueRecord(this.requireQueue(params.name)) };
+        return { created: false, queue: toSqliteQueueRecord(this.requireQueue(params.name)) };
       }
       const { n } = this.stmt(sql.queueCount).get() as { n: number };
       if (n >= limits.queuesMax) throw new HopperError("too_many_queues");
@@ -230,17 +174,17 @@ export class SqliteStore implements Store {
         attributes,
         createdAt: params.now,
       });
-      return { created: true, queue: toQueueRecord(this.requireQueue(params.name)) };
+      return { created: true, queue: toSqliteQueueRecord(this.requireQueue(params.name)) };
     });
   }
 
   async queueGet(params: { name: string }): Promise<QueueRecord | undefined> {
     const row = this.queueRow(params.name);
-    return row && toQueueRecord(row);
+    return row && toSqliteQueueRecord(row);
   }
 
   async queueList(): Promise<QueueRecord[]> {
-    return (this.stmt(sql.queueSelectAll).all() as QueueRow[]).map(toQueueRecord);
+    return (this.stmt(sql.queueSelectAll).all() as SqliteQueueRow[]).map(toSqliteQueueRecord);
   }
 
   queueDelete(params: { name: string }): Promise<{ removed: number }> {
@@ -309,7 +253,7 @@ export class SqliteStore implements Store {
    * say why. A target queue deleted since the route was resolved is skipped; with no target left the
    * message is dropped, and counted as dead-lettered either way.
    */
-  private deadLetterRow(row: MessageRow, source: QueueRow, route: DeadLetterRoute, now: number): void {
+  private deadLetterRow(row: MessageRow, source: SqliteQueueRow, route: DeadLetterRoute, now: number): void {
     const message = toStoredMessage(row);
     const headers = deadLetterHeaders(message, source.name, "max_deliveries");
     const copy = { ...message, headers, publishedAt: now, visibleAt: now };
@@ -407,7 +351,7 @@ export class SqliteStore implements Store {
 
   /** Runs `apply` for each receipt that names the latest lease of a row of the queue. */
   private forEachReceipt(
-    queue: QueueRow,
+    queue: SqliteQueueRow,
     receipts: string[],
     apply: (row: MessageRow) => void,
   ): ReceiptResult[] {

@@ -1,0 +1,70 @@
+/**
+ * The row shapes both stores share (the same column names in SQLite and PostgreSQL) and their mapping
+ * to the Store's records. Only how `attributes` is stored differs: JSON text in SQLite, jsonb in
+ * PostgreSQL, so the queue row is generic in it.
+ */
+import type { QueueAttributes, QueueKind, QueueRecord, StoredMessage } from "./store.js";
+
+export interface QueueRow<Attributes = QueueAttributes> {
+  queue_id: number;
+  name: string;
+  kind: QueueKind;
+  attributes: Attributes;
+  created_at: number;
+  published: number;
+  delivered: number;
+  redelivered: number;
+  acked: number;
+  nacked: number;
+  expired: number;
+  dead_lettered: number;
+  purged: number;
+}
+
+export interface MessageRow {
+  seq: number;
+  queue_id: number;
+  id: string;
+  body: Buffer;
+  content_type: string;
+  headers: string | null;
+  key: string | null;
+  published_at: number;
+  visible_at: number;
+  delivery_count: number;
+  first_delivered_at: number | null;
+  lease_token: number | null;
+}
+
+export function toQueueRecord(row: QueueRow): QueueRecord {
+  return {
+    name: row.name,
+    kind: row.kind,
+    attributes: row.attributes,
+    createdAt: row.created_at,
+    counters: {
+      published: row.published,
+      delivered: row.delivered,
+      redelivered: row.redelivered,
+      acked: row.acked,
+      nacked: row.nacked,
+      expired: row.expired,
+      deadLettered: row.dead_lettered,
+      purged: row.purged,
+    },
+  };
+}
+
+export function toStoredMessage(row: MessageRow): StoredMessage {
+  return {
+    id: row.id,
+    body: row.body,
+    contentType: row.content_type,
+    headers: row.headers ? (JSON.parse(row.headers) as Record<string, string>) : {},
+    key: row.key,
+    publishedAt: row.published_at,
+    visibleAt: row.visible_at,
+    deliveryCount: row.delivery_count,
+    firstDeliveredAt: row.first_delivered_at,
+  };
+}
