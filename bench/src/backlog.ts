@@ -5,17 +5,17 @@
  * Hopper nodes the producer is on node 0 and consumer c on node c modulo the node count.
  */
 import { performance } from "node:perf_hooks";
-import { CreditConsumer } from "./credit-consumer.js";
+import { startConsumer, stopConsumers } from "./consumers.js";
 import { DeliveryLedger } from "./delivery-ledger.js";
 import {
   backlogConsumers,
   backlogDeadlineMsBase,
-  consumerUnackedMax,
   progressStallMs,
   throughputDeadlineMsPerMessage,
 } from "./limits.js";
 import { startMeasuring, type WorkloadContext, type WorkloadCosts } from "./measure.js";
 import { withWatchdog } from "./progress.js";
+import type { BenchConsumer } from "./target.js";
 import { WindowedProducer } from "./throughput.js";
 
 export interface BacklogResult {
@@ -66,24 +66,17 @@ export async function runBacklog(
   const ledger = new DeliveryLedger(messages);
   const draining = await startMeasuring(context);
   const drainStartedAtMs = performance.now();
-  const consumers = Array.from(
-    { length: backlogConsumers },
-    (_unused, index) =>
-      new CreditConsumer({
-        connection: target.connect(queue, index),
-        creditMax: consumerUnackedMax,
-        onMessage: (message) => ledger.record(message),
-      }),
+  // The drain's clock includes starting the consumers (for push, opening their sockets).
+  const consumers = Array.from({ length: backlogConsumers }, (_unused, index) =>
+    startConsumer(context, queue, index, (message) => ledger.record(message)),
   );
-  const sum = (count: (consumer: CreditConsumer) => number) =>
+  const sum = (count: (consumer: BenchConsumer) => number) =>
     consumers.reduce((total, consumer) => total + count(consumer), 0);
   const drained = async (): Promise<void> => {
-    while (
-      ledger.distinct < messages ||
-      sum((consumer) => consumer.acked + consumer.ackErrors) < sum((consumer) => consumer.received)
-    ) {
+    while (ledger.distinct < messages) {
       await Promise.race(consumers.map((consumer) => consumer.activity.wait()));
     }
+    await Promise.all(consumers.map((consumer) => consumer.settled()));
   };
   const describe = () => `${ledger.describe(`${messages} confirmed`, true)}, ${sum((c) => c.acked)} acked`;
   try {
@@ -98,7 +91,7 @@ export async function runBacklog(
       Promise.race([drained(), ...consumers.map((consumer) => consumer.failed)]),
     );
   } finally {
-    await Promise.allSettled(consumers.map((consumer) => consumer.stop()));
+    await stopConsumers(consumers);
   }
   for (const consumer of consumers) await consumer.stop();
   const drainMs = Math.max(...consumers.map((consumer) => consumer.lastAckAtMs)) - drainStartedAtMs;

@@ -7,7 +7,7 @@
 import { performance } from "node:perf_hooks";
 import { receiveMessagesMax } from "./limits.js";
 import { Wakeup } from "./progress.js";
-import type { Delivery, QueueConnection } from "./target.js";
+import type { BenchConsumer, Delivery, QueueConnection } from "./target.js";
 
 export interface CreditConsumerOptions {
   connection: QueueConnection;
@@ -17,7 +17,7 @@ export interface CreditConsumerOptions {
   onMessage: (message: Delivery, receivedAtMs: number) => void;
 }
 
-export class CreditConsumer {
+export class CreditConsumer implements BenchConsumer {
   received = 0;
   acked = 0;
   /** Acks the server refused (stale_receipt: the lease ended and the message may come again). */
@@ -33,6 +33,17 @@ export class CreditConsumer {
 
   constructor(private readonly options: CreditConsumerOptions) {
     this.loop = this.run();
+  }
+
+  /** The first receive went out when the consumer was made. */
+  async ready(): Promise<void> {}
+
+  /** Every ack is answered to this process, so the last one's time is known as it comes. */
+  async settled(): Promise<void> {
+    while (this.acked + this.ackErrors < this.received) {
+      if (this.failure !== undefined) throw this.failure;
+      await this.activity.wait();
+    }
   }
 
   /** Ends the long poll in progress and resolves once the loop has returned; rethrows its failure. */

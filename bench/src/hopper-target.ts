@@ -3,16 +3,22 @@
  * node on one fresh schema), reached through the typed client. Producers and consumers are spread
  * round-robin over the nodes, so with several nodes a consumer is woken by another node's commit.
  */
-import { HopperClient, isItemError } from "@hopper/client";
-import { readBenchBody } from "./bench-message.js";
+import { HopperClient, HopperError, isItemError, type PublishResult } from "@hopper/client";
+import { TurnBatcher } from "./batcher.js";
+import { type BenchBody, readBenchBody } from "./bench-message.js";
 import { closeFetchConnections } from "./fetch-connections.js";
-import { receiveWaitMs } from "./limits.js";
+import { batchItemsMax, metricsTimeoutMs, receiveWaitMs } from "./limits.js";
 import type { Durability } from "./options.js";
 import type { PgWireCounter } from "./pg-wire-counter.js";
 import { benchSchemaName, dropSchema } from "./postgres.js";
+import { PushConsumer } from "./push-consumer.js";
 import { type BenchServer, type ServerStore, startBenchServer } from "./server-process.js";
 import { RequestCounter } from "./statistics.js";
 import type { Delivery, QueueConnection, QueueTarget } from "./target.js";
+import { WsFrameCounter } from "./ws-frame-counter.js";
+
+/** The routing key of every fan-out publish; a fanout exchange ignores it, as it ignores patterns. */
+const fanoutRoutingKey = "bench";
 
 export type HopperStoreChoice =
   | { kind: "sqlite"; durability: Durability }
@@ -23,6 +29,8 @@ export async function startHopperTarget(params: {
   profileDir: string | undefined;
   /** Set when PostgreSQL traffic is counted: the servers connect through it. */
   wireCounter: PgWireCounter | undefined;
+  /** Relay each push consumer's WebSocket through a frame counter (one relay per server). */
+  countFrames: boolean;
   log: (message: string) => void;
 }): Promise<QueueTarget> {
   const { store } = params;
@@ -63,7 +71,25 @@ export async function startHopperTarget(params: {
     return new HopperClient({ url: server.url, fetch: requestCounter.fetch });
   };
   await Promise.all(servers.map((_server, index) => clientFor(index).ready()));
+  const frameCounters: WsFrameCounter[] = [];
+  if (params.countFrames) {
+    try {
+      for (const server of servers) frameCounters.push(await WsFrameCounter.start(server.url));
+    } catch (error) {
+      await Promise.allSettled(frameCounters.map((counter) => counter.close()));
+      await Promise.allSettled(servers.map((server) => server.stop()));
+      await dropStore();
+      throw error;
+    }
+    params.log("counting WebSocket frames through a relay: the speed figures of this run are not comparable");
+  }
+  /** A push consumer's client: through the frame counter when counting, like any other client if not. */
+  const pushClientFor = (index: number) => {
+    const counter = frameCounters[index % servers.length];
+    return counter ? new HopperClient({ url: counter.url, fetch: requestCounter.fetch }) : clientFor(index);
+  };
 
+  const pushConsumers = new Set<PushConsumer>();
   let closed = false;
   return {
     label,
@@ -75,10 +101,45 @@ export async function startHopperTarget(params: {
       if (!created) throw new Error(`queue ${queue} already existed; every workload needs a fresh one`);
     },
     connect: (queue, index) => new HopperConnection(clientFor(index), queue),
-    counters: () => ({ ...requestCounter.snapshot() }),
+    consumePush(queue, index, credit, onMessage) {
+      const consumer = new PushConsumer(pushClientFor(index), queue, credit, onMessage);
+      pushConsumers.add(consumer);
+      return consumer;
+    },
+    async createFanout(exchange, queues) {
+      const client = clientFor(0);
+      for (const queue of queues) {
+        const { created } = await client.putQueue(queue);
+        if (!created) throw new Error(`queue ${queue} already existed; every workload needs a fresh one`);
+      }
+      const { created } = await client.putExchange(exchange, { type: "fanout" });
+      if (!created) throw new Error(`exchange ${exchange} already existed; the fan-out needs a fresh one`);
+      for (const queue of queues) await client.bind(exchange, { queue, pattern: "#" });
+      return new FanoutPublisher(client, exchange, queues.length);
+    },
+    counters: () => {
+      const counts: Record<string, number> = { ...requestCounter.snapshot() };
+      for (const counter of frameCounters) {
+        for (const [name, count] of Object.entries(counter.snapshot()))
+          counts[name] = (counts[name] ?? 0) + count;
+      }
+      return counts;
+    },
+    storeCounters: async () => {
+      let total: { commits: number; jobs: number } | undefined;
+      for (const server of servers) {
+        const counted = await readStoreCounters(server.url);
+        if (counted === undefined) return undefined;
+        total = { commits: (total?.commits ?? 0) + counted.commits, jobs: (total?.jobs ?? 0) + counted.jobs };
+      }
+      return total;
+    },
     async close() {
       if (closed) return;
       closed = true;
+      // A push consumer left open would try to reconnect to a stopped server for the rest of the run.
+      await Promise.allSettled([...pushConsumers].map((consumer) => consumer.stop()));
+      await Promise.allSettled(frameCounters.map((counter) => counter.close()));
       // Open keep-alive connections would make each server's graceful stop wait for them.
       await closeFetchConnections();
       await Promise.allSettled(servers.map((server) => server.stop()));
@@ -109,4 +170,50 @@ class HopperConnection implements QueueConnection {
   async ackLater(receipt: string): Promise<boolean> {
     return !isItemError(await this.client.ackLater(this.queue, receipt));
   }
+}
+
+/**
+ * Publishes through an exchange. The client's `publishTo` takes a batch and has no coalescing
+ * `publish` of its own, so the publishes of one event-loop turn share one request of up to 100 here,
+ * as `publish` shares one send request. A message must reach every bound queue.
+ */
+class FanoutPublisher {
+  private readonly batcher: TurnBatcher<BenchBody, PublishResult>;
+
+  constructor(
+    client: HopperClient,
+    exchange: string,
+    private readonly queues: number,
+  ) {
+    this.batcher = new TurnBatcher(
+      (bodies) =>
+        client.publishTo(
+          exchange,
+          bodies.map((body) => ({ routingKey: fanoutRoutingKey, body })),
+        ),
+      batchItemsMax,
+    );
+  }
+
+  async publish(body: BenchBody): Promise<void> {
+    const result = await this.batcher.add(body);
+    if (isItemError(result)) throw HopperError.fromItem(result.error, 200);
+    if (result.routed !== this.queues) {
+      throw new Error(`a fan-out publish reached ${result.routed} queues, not ${this.queues}`);
+    }
+  }
+}
+
+const metricLine = /^(hopper_store_commits_total|hopper_store_commit_jobs_total)\s+(\S+)$/gm;
+
+/** The embedded store's group-commit counters from `/metrics`; undefined where they are not exported. */
+async function readStoreCounters(url: string): Promise<{ commits: number; jobs: number } | undefined> {
+  const response = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(metricsTimeoutMs) });
+  if (!response.ok) throw new Error(`GET ${url}/metrics answered ${response.status}`);
+  const text = await response.text();
+  const values = new Map<string, number>();
+  for (const match of text.matchAll(metricLine)) values.set(match[1] as string, Number(match[2]));
+  const commits = values.get("hopper_store_commits_total");
+  const jobs = values.get("hopper_store_commit_jobs_total");
+  return commits === undefined || jobs === undefined ? undefined : { commits, jobs };
 }

@@ -2,13 +2,15 @@
  * W2, latency at a fixed rate: messages are published on a schedule (open loop), each carrying the
  * time it was MEANT to be sent. Latency is measured from that intended time, so when the server or the
  * load generator stalls, the messages that should have gone out during the stall show the wait as
- * latency instead of silently not being sent (no coordinated omission).
+ * latency instead of silently not being sent (no coordinated omission). The consumer pulls, or is
+ * pushed to (its socket is up before the schedule starts); a delivery's time is when its receive was
+ * answered, or when the pushed frame reached the handler.
  */
 
 import { performance } from "node:perf_hooks";
 import { benchBody } from "./bench-message.js";
-import { CreditConsumer } from "./credit-consumer.js";
-import { consumerUnackedMax, latencyDrainMs, progressStallMs, scheduleLeadMs } from "./limits.js";
+import { startConsumer, stopConsumers } from "./consumers.js";
+import { latencyDrainMs, progressStallMs, scheduleLeadMs } from "./limits.js";
 import { startMeasuring, type WorkloadContext, type WorkloadCosts } from "./measure.js";
 import { Wakeup, withWatchdog } from "./progress.js";
 import { type Percentiles, percentiles } from "./statistics.js";
@@ -45,90 +47,95 @@ export async function runLatency(
   const delivered = new Uint8Array(messages);
   let duplicates = 0;
 
-  const consumer = new CreditConsumer({
-    connection: target.connect(queue, 1),
-    creditMax: consumerUnackedMax,
-    onMessage: (message, receivedAtMs) => {
-      const { seq, intendedAtMs } = message.body;
-      if (!(seq >= 0 && seq < messages)) throw new Error(`received sequence number ${seq} out of range`);
-      if (delivered[seq] === 1) {
-        duplicates++;
-        return;
-      }
-      delivered[seq] = 1;
-      endToEndSamples.push(receivedAtMs - intendedAtMs);
-    },
+  const consumer = startConsumer(context, queue, 1, (message, receivedAtMs) => {
+    const { seq, intendedAtMs } = message.body;
+    if (!(seq >= 0 && seq < messages)) throw new Error(`received sequence number ${seq} out of range`);
+    if (delivered[seq] === 1) {
+      duplicates++;
+      return;
+    }
+    delivered[seq] = 1;
+    endToEndSamples.push(receivedAtMs - intendedAtMs);
   });
+  let scheduleTimer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    await consumer.ready();
+    const measuring = await startMeasuring(context);
+    const startedAtMs = performance.now();
+    const scheduleStartMs = startedAtMs + scheduleLeadMs;
+    let issued = 0;
+    let confirmed = 0;
+    let scheduleLagMsMax = 0;
+    let publishFailure: unknown;
+    const confirmArrived = new Wakeup();
 
-  const measuring = await startMeasuring(context);
-  const startedAtMs = performance.now();
-  const scheduleStartMs = startedAtMs + scheduleLeadMs;
-  let issued = 0;
-  let confirmed = 0;
-  let scheduleLagMsMax = 0;
-  let publishFailure: unknown;
-  const confirmArrived = new Wakeup();
+    // Each tick issues every publish whose intended time has come, then sleeps until the next one.
+    // A late tick sends the overdue ones together, still stamped with their own intended times.
+    const publishDue = (): void => {
+      const now = performance.now();
+      while (issued < messages && scheduleStartMs + issued * intervalMs <= now) {
+        const seq = issued++;
+        const intendedAtMs = scheduleStartMs + seq * intervalMs;
+        scheduleLagMsMax = Math.max(scheduleLagMsMax, now - intendedAtMs);
+        producer.publish(benchBody(seq, intendedAtMs, bodyBytes)).then(
+          () => {
+            confirmSamples.push(performance.now() - intendedAtMs);
+            confirmed++;
+            confirmArrived.notify();
+          },
+          (error: unknown) => {
+            publishFailure ??= error;
+            confirmArrived.notify();
+          },
+        );
+      }
+      if (issued < messages) {
+        scheduleTimer = setTimeout(
+          publishDue,
+          Math.max(0, scheduleStartMs + issued * intervalMs - performance.now()),
+        );
+      }
+    };
+    scheduleTimer = setTimeout(publishDue, scheduleLeadMs);
 
-  // Each tick issues every publish whose intended time has come, then sleeps until the next one.
-  // A late tick sends the overdue ones together, still stamped with their own intended times.
-  const publishDue = (): void => {
-    const now = performance.now();
-    while (issued < messages && scheduleStartMs + issued * intervalMs <= now) {
-      const seq = issued++;
-      const intendedAtMs = scheduleStartMs + seq * intervalMs;
-      scheduleLagMsMax = Math.max(scheduleLagMsMax, now - intendedAtMs);
-      producer.publish(benchBody(seq, intendedAtMs, bodyBytes)).then(
-        () => {
-          confirmSamples.push(performance.now() - intendedAtMs);
-          confirmed++;
-          confirmArrived.notify();
-        },
-        (error: unknown) => {
-          publishFailure ??= error;
-          confirmArrived.notify();
-        },
-      );
-    }
-    if (issued < messages) {
-      setTimeout(publishDue, Math.max(0, scheduleStartMs + issued * intervalMs - performance.now()));
-    }
-  };
-  setTimeout(publishDue, scheduleLeadMs);
-
-  const produce = async (): Promise<void> => {
-    while (confirmed < messages) {
-      if (publishFailure !== undefined) throw publishFailure;
-      await confirmArrived.wait();
-    }
-  };
-  const consume = async (): Promise<void> => {
-    while (endToEndSamples.length < messages || consumer.acked + consumer.ackErrors < consumer.received) {
-      await consumer.activity.wait();
-    }
-  };
-  await withWatchdog(
-    {
-      workload: "W2 latency",
-      deadlineMs: seconds * 1000 + latencyDrainMs,
-      stallMs: progressStallMs,
-      progress: () => issued + confirmed + consumer.received,
-      describe: () =>
-        `${issued}/${messages} issued, ${confirmed} confirmed, ${endToEndSamples.length} delivered, ` +
-        `${consumer.acked} acked`,
-    },
-    Promise.race([Promise.all([produce(), consume()]), consumer.failed]),
-  );
-  await consumer.stop();
-  const elapsedMs = performance.now() - startedAtMs;
-  return {
-    ratePerSecond,
-    seconds,
-    messages,
-    endToEndMs: percentiles(endToEndSamples),
-    confirmMs: percentiles(confirmSamples),
-    scheduleLagMsMax,
-    duplicates,
-    elapsedMs,
-    costs: await measuring.finish(),
-  };
+    const produce = async (): Promise<void> => {
+      while (confirmed < messages) {
+        if (publishFailure !== undefined) throw publishFailure;
+        await confirmArrived.wait();
+      }
+    };
+    const consume = async (): Promise<void> => {
+      while (endToEndSamples.length < messages) await consumer.activity.wait();
+      await consumer.settled();
+    };
+    await withWatchdog(
+      {
+        workload: "W2 latency",
+        deadlineMs: seconds * 1000 + latencyDrainMs,
+        stallMs: progressStallMs,
+        progress: () => issued + confirmed + consumer.received,
+        describe: () =>
+          `${issued}/${messages} issued, ${confirmed} confirmed, ${endToEndSamples.length} delivered, ` +
+          `${consumer.acked} acked`,
+      },
+      Promise.race([Promise.all([produce(), consume()]), consumer.failed]),
+    );
+    await consumer.stop();
+    const elapsedMs = performance.now() - startedAtMs;
+    return {
+      ratePerSecond,
+      seconds,
+      messages,
+      endToEndMs: percentiles(endToEndSamples),
+      confirmMs: percentiles(confirmSamples),
+      scheduleLagMsMax,
+      duplicates,
+      elapsedMs,
+      costs: await measuring.finish(),
+    };
+  } finally {
+    // A failed run must not go on publishing into the next one.
+    clearTimeout(scheduleTimer);
+    await stopConsumers([consumer]);
+  }
 }

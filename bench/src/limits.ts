@@ -13,6 +13,23 @@ export const receiveWaitMs = 1000;
 /** W2's first message is scheduled this far ahead, so setting up the timer does not count as lag. */
 export const scheduleLeadMs = 20;
 
+// The push consumer and the fan-out.
+
+/** Fan-out publishes this many messages by default; each lands in every bound queue. */
+export const fanoutMessagesDefault = 20_000;
+/** The fan-out exchange is bound to this many queues, one consumer each. */
+export const fanoutQueues = 3;
+/** A push consumer's WebSocket must be open and consuming within this before the workload starts. */
+export const pushReadyTimeoutMs = 10_000;
+/** Between two looks at a queue's stats while waiting for a push consumer to start or its acks to land:
+ * short, so the last ack is timed within a few ms; each look is one cheap GET. */
+export const statsPollMs = 1;
+/** A push consumer's stop waits for its handlers' acks, then closes the socket; past this it is left
+ * to the server's stop, which closes the socket anyway. */
+export const pushStopTimeoutMs = 10_000;
+/** Reading a server's `/metrics` (before and after each workload) takes milliseconds; this is a hang. */
+export const metricsTimeoutMs = 10_000;
+
 // Deadlines: every workload ends, on success or with a message that says where it stood.
 
 /** A healthy run moves messages every millisecond; ten seconds without any movement is a stall. */

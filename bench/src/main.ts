@@ -2,8 +2,10 @@
  * `npm run bench -- queue …` runs one target through W1 (throughput), W2 (latency at a fixed rate) and
  * W3 (backlog); `npm run bench -- compare-pg …` runs Hopper on SQLite, on PostgreSQL with one node and
  * with a cluster, the plain SKIP LOCKED queue and pg-boss, one after the other, so that their ratios
- * come from one invocation. Both probe the disk's flush rate first, print a markdown table and
- * optionally write the figures as JSON. Servers are stopped and schemas dropped on success, on
+ * come from one invocation; `npm run bench -- compare-consumers …` runs Hopper with its pull consumer and
+ * then with its push (WebSocket) consumer, on W1 and W2 unless told otherwise (`--workloads` may add
+ * the fan-out). Each probes the disk's flush rate first, prints a markdown table and optionally writes
+ * the figures as JSON. Servers are stopped and schemas dropped on success, on
  * failure and on Ctrl-C.
  */
 

@@ -1,5 +1,9 @@
-/** What a workload cost, measured around it: CPU by process, the target's counters, PostgreSQL traffic. */
+/**
+ * What a workload cost, measured around it: CPU by process, the target's counters, the store's group
+ * commits, PostgreSQL traffic.
+ */
 import { type CpuSpent, measureCpu } from "./cpu.js";
+import type { ConsumerMode } from "./options.js";
 import type { PgWireCounter, WireCounts } from "./pg-wire-counter.js";
 import type { BackendWatch } from "./postgres.js";
 import type { QueueTarget } from "./target.js";
@@ -11,6 +15,8 @@ export interface WorkloadContext {
   backends: BackendWatch | undefined;
   /** Counts the target's PostgreSQL round trips and statements, with --count-round-trips. */
   wireCounter: PgWireCounter | undefined;
+  /** How consumers get messages: pull (every target) or push (Hopper's WebSocket consumer). */
+  consumer: ConsumerMode;
 }
 
 export interface WorkloadCosts {
@@ -19,6 +25,8 @@ export interface WorkloadCosts {
   counters: Record<string, number>;
   /** Round trips and statements sent to PostgreSQL over the workload, when counted. */
   wire: WireCounts | undefined;
+  /** Hopper on SQLite: commits and store calls committed over the workload (from `/metrics`). */
+  store: { commits: number; jobs: number } | undefined;
 }
 
 export async function startMeasuring(
@@ -27,6 +35,7 @@ export async function startMeasuring(
   const { target, wireCounter } = context;
   const countersBefore = target.counters();
   const wireBefore = wireCounter?.snapshot();
+  const storeBefore = await target.storeCounters?.();
   const cpu = await measureCpu({
     brokerPids: target.brokerPids,
     backends: context.backends,
@@ -36,6 +45,7 @@ export async function startMeasuring(
     async finish() {
       const cpuSpent = await cpu.finish();
       const wireAfter = wireCounter?.snapshot();
+      const storeAfter = await target.storeCounters?.();
       return {
         cpu: cpuSpent,
         counters: difference(countersBefore, target.counters()),
@@ -45,6 +55,10 @@ export async function startMeasuring(
                 roundTrips: wireAfter.roundTrips - wireBefore.roundTrips,
                 statements: difference(wireBefore.statements, wireAfter.statements),
               }
+            : undefined,
+        store:
+          storeBefore && storeAfter
+            ? { commits: storeAfter.commits - storeBefore.commits, jobs: storeAfter.jobs - storeBefore.jobs }
             : undefined,
       };
     },

@@ -1,9 +1,13 @@
-/** The command line of `npm run bench -- queue|compare-pg …`, parsed and checked before anything starts. */
+/**
+ * The command line of `npm run bench -- queue|compare-pg|compare-consumers …`, parsed and checked
+ * before anything starts.
+ */
 import { parseArgs } from "node:util";
 import {
   backlogMessagesDefault,
   bodyBytesMax,
   bodyBytesMin,
+  fanoutMessagesDefault,
   latencySecondsMax,
   messagesMax,
   nodesMax,
@@ -12,34 +16,46 @@ import {
 } from "./limits.js";
 
 export type Durability = "fsync" | "os";
-export type Workload = "w1" | "w2" | "w3";
-const workloadsAll: readonly Workload[] = ["w1", "w2", "w3"];
+export type Workload = "w1" | "w2" | "w3" | "fanout";
+const workloadsAll: readonly Workload[] = ["w1", "w2", "w3", "fanout"];
+/** What `queue` and `compare-pg` run unless told: the fan-out is asked for by name. */
+const workloadsDefault = "w1,w2,w3";
+/** compare-consumers compares pull and push on W1 and W2 unless told otherwise. */
+const compareConsumersWorkloadsDefault = "w1,w2";
+
+/** How Hopper's consumers get messages: long-polled `receive` over HTTP, or pushed over a WebSocket. */
+export type ConsumerMode = "pull" | "push";
+
+export type Command = "queue" | "compare-pg" | "compare-consumers";
+const commands: readonly Command[] = ["queue", "compare-pg", "compare-consumers"];
 
 /** One system under test, as configured for one run. */
 export type RunSpec =
-  | { target: "hopper"; store: "sqlite" }
-  | { target: "hopper"; store: "postgres"; nodes: number }
+  | { target: "hopper"; store: "sqlite"; consumer: ConsumerMode }
+  | { target: "hopper"; store: "postgres"; nodes: number; consumer: ConsumerMode }
   | { target: "skiplocked" }
   | { target: "pgboss" };
 
-/** compare-pg's runs, by the names `--targets` takes. */
+/** compare-pg's runs, by the names `--targets` takes. Hopper consumes by pull there, as the peers do. */
 const compareRuns = {
-  "hopper-sqlite": () => ({ target: "hopper", store: "sqlite" }),
-  "hopper-pg": () => ({ target: "hopper", store: "postgres", nodes: 1 }),
-  "hopper-pg-cluster": (nodes: number) => ({ target: "hopper", store: "postgres", nodes }),
+  "hopper-sqlite": () => ({ target: "hopper", store: "sqlite", consumer: "pull" }),
+  "hopper-pg": () => ({ target: "hopper", store: "postgres", nodes: 1, consumer: "pull" }),
+  "hopper-pg-cluster": (nodes: number) => ({ target: "hopper", store: "postgres", nodes, consumer: "pull" }),
   skiplocked: () => ({ target: "skiplocked" }),
   pgboss: () => ({ target: "pgboss" }),
 } satisfies Record<string, (nodes: number) => RunSpec>;
 type CompareRunName = keyof typeof compareRuns;
 
 export interface BenchOptions {
-  command: "queue" | "compare-pg";
-  /** The runs, one after the other: one for `queue`, several for `compare-pg`. */
+  command: Command;
+  /** The runs, one after the other: one for `queue`, several for the comparisons. */
   runs: RunSpec[];
-  /** The workloads each run does, in order W1, W2, W3. */
+  /** The workloads each run does, in order W1, W2, W3, fan-out. */
   workloads: Workload[];
   /** W1: how many messages go through the queue. */
   messages: number;
+  /** Fan-out: how many messages are published to the exchange (each reaches every bound queue). */
+  fanoutMessages: number;
   /** W3: how many messages are enqueued before the drain starts. */
   backlog: number;
   /** The size of each message body as stored: the serialized JSON, in bytes. */
@@ -54,6 +70,8 @@ export interface BenchOptions {
   pgUrl: string;
   /** Relay PostgreSQL traffic through a counter of round trips and statements (slows the runs). */
   countRoundTrips: boolean;
+  /** Relay push consumers' WebSockets through a counter of frames by op (slows the runs). */
+  countFrames: boolean;
   /** Where to write the figures as JSON, if anywhere. */
   jsonPath: string | undefined;
   /** Where Hopper's servers write V8 CPU profiles (`node --cpu-prof`), if anywhere. */
@@ -61,10 +79,14 @@ export interface BenchOptions {
 }
 
 export const usage = `usage: npm run bench -- queue [--target hopper|skiplocked|pgboss] [--store sqlite|postgres] [--nodes 1]
+                                [--consumer pull|push]
        npm run bench -- compare-pg [--nodes 3] [--targets ${Object.keys(compareRuns).join(",")}]
-  both take: [--workloads w1,w2,w3] [--messages 50000] [--backlog ${backlogMessagesDefault}] [--body-bytes 1024]
-             [--rate 1000] [--latency-seconds 10] [--durability fsync|os] [--pg-url ${pgUrlDefault}]
-             [--count-round-trips] [--json out.json] [--profile-dir dir]`;
+       npm run bench -- compare-consumers [--consumers pull,push] [--store sqlite|postgres] [--nodes 1]
+  all take: [--workloads w1,w2,w3,fanout] [--messages 50000] [--backlog ${backlogMessagesDefault}]
+            [--fanout-messages ${fanoutMessagesDefault}] [--body-bytes 1024] [--rate 1000] [--latency-seconds 10]
+            [--durability fsync|os] [--pg-url ${pgUrlDefault}] [--count-round-trips] [--count-frames]
+            [--json out.json] [--profile-dir dir]
+  workloads default to ${workloadsDefault} (compare-consumers: ${compareConsumersWorkloadsDefault}); fanout runs only when named`;
 
 /** Parses the command line; throws an Error whose message is fit to print with the usage. */
 export function parseBenchOptions(argv: string[]): BenchOptions {
@@ -77,8 +99,11 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
       store: { type: "string" },
       nodes: { type: "string" },
       targets: { type: "string" },
-      workloads: { type: "string", default: workloadsAll.join(",") },
+      consumer: { type: "string" },
+      consumers: { type: "string" },
+      workloads: { type: "string" },
       messages: { type: "string", default: "50000" },
+      "fanout-messages": { type: "string", default: String(fanoutMessagesDefault) },
       backlog: { type: "string", default: String(backlogMessagesDefault) },
       "body-bytes": { type: "string", default: "1024" },
       durability: { type: "string", default: "fsync" },
@@ -86,15 +111,14 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
       "latency-seconds": { type: "string", default: "10" },
       "pg-url": { type: "string", default: pgUrlDefault },
       "count-round-trips": { type: "boolean", default: false },
+      "count-frames": { type: "boolean", default: false },
       json: { type: "string" },
       "profile-dir": { type: "string" },
     },
   });
-  const command = positionals[0];
-  if (positionals.length !== 1 || (command !== "queue" && command !== "compare-pg")) {
-    throw new Error(
-      `expected the benchmark name "queue" or "compare-pg", got ${JSON.stringify(positionals)}`,
-    );
+  const command = positionals[0] as Command | undefined;
+  if (positionals.length !== 1 || command === undefined || !commands.includes(command)) {
+    throw new Error(`expected the benchmark name ${commands.join(", ")}; got ${JSON.stringify(positionals)}`);
   }
   const durability = values.durability;
   if (durability !== "fsync" && durability !== "os") {
@@ -105,15 +129,41 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
   }
   const nodesText = values.nodes;
   const nodes = nodesText === undefined ? undefined : integerFlag("nodes", nodesText, 1, nodesMax);
-  const runs =
-    command === "queue"
-      ? [queueRun(values.target ?? "hopper", values.store, nodes)]
-      : compareRunsFrom(values.targets, nodes ?? 3, values);
+  const consumer = parseConsumer(values.consumer);
+  if (command !== "queue" && consumer !== undefined) {
+    throw new Error(`--consumer applies to "queue"; ${command} chooses its consumers itself`);
+  }
+  if (command !== "compare-pg" && values.targets !== undefined) {
+    throw new Error("--targets applies to compare-pg");
+  }
+  if (command !== "compare-consumers" && values.consumers !== undefined) {
+    throw new Error("--consumers applies to compare-consumers");
+  }
+  let runs: RunSpec[];
+  if (command === "queue") runs = [queueRun(values.target ?? "hopper", values.store, nodes, consumer)];
+  else if (command === "compare-pg") runs = compareRunsFrom(values.targets, nodes ?? 3, values);
+  else runs = compareConsumerRuns(values.target, values.store, nodes, values.consumers ?? "pull,push");
+  const workloads = parseWorkloads(
+    values.workloads ??
+      (command === "compare-consumers" ? compareConsumersWorkloadsDefault : workloadsDefault),
+  );
+  if (workloads.includes("fanout")) {
+    const peer = runs.find((run) => run.target !== "hopper");
+    if (peer) {
+      throw new Error(
+        `the fanout workload needs exchanges, which only Hopper has; leave out ${peer.target} (--targets)`,
+      );
+    }
+  }
+  if (values["count-frames"] && !runs.some((run) => run.target === "hopper" && run.consumer === "push")) {
+    throw new Error("--count-frames counts push consumers' WebSocket frames; no run here consumes by push");
+  }
   return {
     command,
     runs,
-    workloads: parseWorkloads(values.workloads),
+    workloads,
     messages: integerFlag("messages", values.messages, 1, messagesMax),
+    fanoutMessages: integerFlag("fanout-messages", values["fanout-messages"], 1, messagesMax),
     backlog: integerFlag("backlog", values.backlog, 1, messagesMax),
     bodyBytes: integerFlag("body-bytes", values["body-bytes"], bodyBytesMin, bodyBytesMax),
     durability,
@@ -121,21 +171,37 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
     latencySeconds: integerFlag("latency-seconds", values["latency-seconds"], 1, latencySecondsMax),
     pgUrl: values["pg-url"],
     countRoundTrips: values["count-round-trips"],
+    countFrames: values["count-frames"],
     jsonPath: values.json,
     profileDir: values["profile-dir"],
   };
 }
 
-function queueRun(target: string, store: string | undefined, nodes: number | undefined): RunSpec {
-  if (target === "hopper") {
-    if (store === undefined || store === "sqlite") {
-      if (nodes !== undefined && nodes !== 1) {
-        throw new Error("--nodes above 1 needs --store postgres: SQLite nodes cannot share one file");
-      }
-      return { target, store: "sqlite" };
+function parseConsumer(text: string | undefined): ConsumerMode | undefined {
+  if (text === undefined || text === "pull" || text === "push") return text;
+  throw new Error(`--consumer is "pull" or "push", not "${text}"`);
+}
+
+function hopperRun(store: string | undefined, nodes: number | undefined, consumer: ConsumerMode): RunSpec {
+  if (store === undefined || store === "sqlite") {
+    if (nodes !== undefined && nodes !== 1) {
+      throw new Error("--nodes above 1 needs --store postgres: SQLite nodes cannot share one file");
     }
-    if (store === "postgres") return { target, store, nodes: nodes ?? 1 };
-    throw new Error(`--store is "sqlite" or "postgres", not "${store}"`);
+    return { target: "hopper", store: "sqlite", consumer };
+  }
+  if (store === "postgres") return { target: "hopper", store, nodes: nodes ?? 1, consumer };
+  throw new Error(`--store is "sqlite" or "postgres", not "${store}"`);
+}
+
+function queueRun(
+  target: string,
+  store: string | undefined,
+  nodes: number | undefined,
+  consumer: ConsumerMode | undefined,
+): RunSpec {
+  if (target === "hopper") return hopperRun(store, nodes, consumer ?? "pull");
+  if (consumer === "push") {
+    throw new Error(`--consumer push is Hopper's WebSocket consumer; ${target} only pulls`);
   }
   if (target === "skiplocked" || target === "pgboss") {
     if (store !== undefined && store !== "postgres")
@@ -164,6 +230,30 @@ function compareRunsFrom(
       throw new Error(`--targets takes ${Object.keys(compareRuns).join(", ")}; not "${name}"`);
     }
     return compareRuns[name as CompareRunName](clusterNodes) as RunSpec;
+  });
+}
+
+/**
+ * Hopper with the pull consumer, then the same with the push consumer, so the ratio comes from one
+ * invocation. `--consumers push,pull` swaps the order (load on a shared machine drifts), and one name
+ * runs one of them.
+ */
+function compareConsumerRuns(
+  target: string | undefined,
+  store: string | undefined,
+  nodes: number | undefined,
+  consumers: string,
+): RunSpec[] {
+  if (target !== undefined && target !== "hopper") {
+    throw new Error("compare-consumers runs Hopper: only Hopper has a push consumer");
+  }
+  const modes = consumers.split(",").map((name) => name.trim());
+  if (modes.length === 0 || modes.length > 2 || new Set(modes).size !== modes.length) {
+    throw new Error(`--consumers takes pull,push in either order, or one of them; not "${consumers}"`);
+  }
+  return modes.map((mode) => {
+    if (mode !== "pull" && mode !== "push") throw new Error(`--consumers takes pull and push; not "${mode}"`);
+    return hopperRun(store, nodes, mode);
   });
 }
 

@@ -2,12 +2,12 @@
 import { corePercent } from "./cpu.js";
 import type { FsyncProbeResult } from "./fsync-probe.js";
 import type { WorkloadCosts } from "./measure.js";
-import type { BenchOptions } from "./options.js";
+import type { BenchOptions, Command } from "./options.js";
 import type { RunReport } from "./run.js";
 import type { Percentiles } from "./statistics.js";
 
 export interface BenchReport {
-  benchmark: "queue" | "compare-pg";
+  benchmark: Command;
   startedAt: string;
   machine: { cpus: number; cpuModel: string; node: string; platform: string; loadAverage1m: number };
   options: BenchOptions;
@@ -51,11 +51,35 @@ function roundTripsCell(costs: WorkloadCosts, messages: number): string {
   return `${fine.format(costs.wire.roundTrips / messages)} round trips · ${fine.format(statements / messages)} statements`;
 }
 
+/** HTTP requests of the workload; a push consumer's traffic is WebSocket frames, which are not counted. */
 function requestsCell(costs: WorkloadCosts, elapsedMs: number): string {
-  const { send = 0, receive = 0, ack = 0 } = costs.counters;
-  if (send + receive + ack === 0) return dash;
-  const perSecond = ((send + receive + ack) * 1000) / elapsedMs;
-  return `${integer.format(perSecond)}/s (send ${send} · receive ${receive} · ack ${ack})`;
+  const { send = 0, publish = 0, receive = 0, ack = 0, other = 0 } = costs.counters;
+  const total = send + publish + receive + ack;
+  if (total === 0) return dash;
+  const perSecond = (total * 1000) / elapsedMs;
+  const sent = publish > 0 ? `publish ${publish}` : `send ${send}`;
+  const stats = other > 0 ? ` (+ ${other} other: queue stats, setup)` : "";
+  return `${integer.format(perSecond)}/s (${sent} · receive ${receive} · ack ${ack})${stats}`;
+}
+
+/** With --count-frames: the push consumer's WebSocket frames over the workload, per 100 deliveries. */
+function framesCell(costs: WorkloadCosts, deliveries: number): string {
+  const count = (name: string) => costs.counters[name] ?? 0;
+  const deliver = count("ws← deliver");
+  const acks = count("ws→ ack");
+  if (deliver + acks === 0) return dash;
+  const per100 = (value: number) => fine.format((value * 100) / deliveries);
+  return (
+    `deliver ${per100(deliver)} · ack ${per100(acks)} (${fine.format(count("ws→ ack receipts") / Math.max(acks, 1))} receipts each) · ` +
+    `server→client TCP reads ${per100(count("ws← chunks"))}`
+  );
+}
+
+/** The store's group commit over the workload, per 100 messages: store calls, and commits. */
+function storeCell(costs: WorkloadCosts, messages: number): string {
+  if (!costs.store) return dash;
+  const per100 = (count: number) => fine.format((count * 100) / messages);
+  return `${per100(costs.store.jobs)} calls · ${per100(costs.store.commits)} commits`;
 }
 
 type Row = [figure: string, cell: (run: RunReport) => string, meaning: string];
@@ -68,6 +92,8 @@ function figureRows(probe: FsyncProbeResult): Row[] {
     run.latency ? cell(run.latency) : dash;
   const w3 = (cell: (w: NonNullable<RunReport["backlog"]>) => string) => (run: RunReport) =>
     run.backlog ? cell(run.backlog) : dash;
+  const fanout = (cell: (w: NonNullable<RunReport["fanout"]>) => string) => (run: RunReport) =>
+    run.fanout ? cell(run.fanout) : dash;
   return [
     [
       "W1 end-to-end",
@@ -100,7 +126,21 @@ function figureRows(probe: FsyncProbeResult): Row[] {
       w1((w) => roundTripsCell(w.costs, w.messages)),
       "with --count-round-trips: Sync + simple Query messages, and Parse + Query statements",
     ],
-    ["W1 HTTP requests", w1((w) => requestsCell(w.costs, w.endToEndMs)), "Hopper only"],
+    [
+      "W1 HTTP requests",
+      w1((w) => requestsCell(w.costs, w.endToEndMs)),
+      "Hopper only; a push consumer's frames are not HTTP requests",
+    ],
+    [
+      "W1 WebSocket frames per 100 messages",
+      w1((w) => framesCell(w.costs, w.messages)),
+      "with --count-frames (push): deliver frames, ack frames and receipts per ack frame, and the relay's reads from the server",
+    ],
+    [
+      "W1 store calls and commits per 100 messages",
+      w1((w) => storeCell(w.costs, w.messages)),
+      "Hopper on SQLite (/metrics): store calls (send, receive, ack, …) and the group commits they shared",
+    ],
     [
       "W2 end-to-end latency",
       w2((w) => `**${latencyCell(w.endToEndMs)}**`),
@@ -116,7 +156,11 @@ function figureRows(probe: FsyncProbeResult): Row[] {
       w2((w) => `${fine.format(w.scheduleLagMsMax)} ms`),
       "how late the load generator itself issued a publish; already part of both latencies",
     ],
+    ["W2 CPU per message", w2((w) => cpuPerMessageCell(w.costs, w.messages)), "as for W1"],
     ["W2 CPU share", w2((w) => coreShareCell(w.costs)), "in % of one core"],
+    ["W2 HTTP requests", w2((w) => requestsCell(w.costs, w.elapsedMs)), "as for W1"],
+    ["W2 WebSocket frames per 100 messages", w2((w) => framesCell(w.costs, w.messages)), "as for W1"],
+    ["W2 store calls and commits per 100 messages", w2((w) => storeCell(w.costs, w.messages)), "as for W1"],
     [
       "W2 PostgreSQL traffic per message",
       w2((w) => roundTripsCell(w.costs, w.messages)),
@@ -150,6 +194,42 @@ function figureRows(probe: FsyncProbeResult): Row[] {
       "with --count-round-trips",
     ],
     [
+      "Fan-out publish",
+      fanout((w) => `**${integer.format(w.publishPerSecond)} msg/s**`),
+      "publishTo a fanout exchange bound to 3 queues, ≤ 1,000 unconfirmed, ≤ 100 per request; first publish → last confirm",
+    ],
+    [
+      "Fan-out deliveries",
+      fanout((w) => `**${integer.format(w.deliveriesPerSecond)} deliveries/s**`),
+      "3 × messages ÷ (first publish → last ack); one consumer per queue (≤ 256 unacked) at the same time",
+    ],
+    [
+      "Fan-out exactly-once per queue",
+      fanout((w) =>
+        w.perQueue
+          .map((q) => `${q.duplicates} dup · ${q.missing} missing · ${q.redeliveries ?? "?"} redelivered`)
+          .join("; "),
+      ),
+      "each queue got every message once",
+    ],
+    [
+      "Fan-out CPU per delivery",
+      fanout((w) => cpuPerMessageCell(w.costs, w.messages * w.queues)),
+      "CPU time ÷ (3 × messages)",
+    ],
+    ["Fan-out CPU share", fanout((w) => coreShareCell(w.costs)), "in % of one core"],
+    ["Fan-out HTTP requests", fanout((w) => requestsCell(w.costs, w.endToEndMs)), "as for W1"],
+    [
+      "Fan-out WebSocket frames per 100 deliveries",
+      fanout((w) => framesCell(w.costs, w.messages * w.queues)),
+      "as for W1, over the 3 consumers",
+    ],
+    [
+      "Fan-out store calls and commits per 100 messages published",
+      fanout((w) => storeCell(w.costs, w.messages)),
+      "as for W1",
+    ],
+    [
       "load average at start",
       (run) => fine.format(run.loadAverage1m),
       "1-minute load average of the machine",
@@ -162,7 +242,7 @@ function headerLine(report: BenchReport): string {
   return (
     `${report.benchmark}, ${report.startedAt}, ${machine.cpus} × ${machine.cpuModel}, Node ${machine.node}; ` +
     `W1 ${options.messages} msgs, W2 ${options.ratePerSecond} msg/s × ${options.latencySeconds} s, ` +
-    `W3 ${options.backlog} msgs; bodies of ${options.bodyBytes} B; disk: ${integer.format(probe.flushesPerSecond)} ` +
+    `W3 ${options.backlog} msgs, fan-out ${options.fanoutMessages} msgs; bodies of ${options.bodyBytes} B; disk: ${integer.format(probe.flushesPerSecond)} ` +
     `flushes/s (4 KiB + fdatasync, p50 ${fine.format(probe.latencyMs.p50)}, p99 ${fine.format(probe.latencyMs.p99)} ms)`
   );
 }
@@ -189,6 +269,8 @@ export function markdownTable(report: BenchReport): string {
   for (const run of runs) if (run.error) lines.push("", `**${run.label} failed:** ${run.error}`);
   const verdict = targetsVerdict(runs);
   if (verdict.length > 0) lines.push("", ...verdict);
+  const consumers = consumersVerdict(runs);
+  if (consumers.length > 0) lines.push("", ...consumers);
   const statements = statementTables(runs);
   if (statements.length > 0) lines.push("", ...statements);
   return lines.join("\n");
@@ -223,6 +305,59 @@ export function targetsVerdict(runs: readonly RunReport[]): string[] {
     }
     if (parts.length > 0) lines.push(`- ${run.label}: W1 end to end ${parts.join("; ")}`);
   }
+  return lines;
+}
+
+/** The issue's reference figures, measured elsewhere (RabbitMQ, quorum queues), not by this bench. */
+const rabbitReference =
+  "RabbitMQ quorum queues (the issue's reference, not measured here): 23k msg/s end to end, p99 3 ms at 1,000 msg/s";
+
+/**
+ * compare-consumers: push against pull on the same store, workload by workload. Push should beat pull
+ * on W1 end to end, W2's p99 and fan-out deliveries; each line says whether it did.
+ */
+export function consumersVerdict(runs: readonly RunReport[]): string[] {
+  const hopper = (consumer: "pull" | "push") =>
+    runs.find((run) => run.spec.target === "hopper" && run.spec.consumer === consumer);
+  const pull = hopper("pull");
+  const push = hopper("push");
+  if (!pull || !push) return [];
+  const lines: string[] = [];
+  const higherIsBetter = (
+    name: string,
+    pullValue: number | undefined,
+    pushValue: number | undefined,
+    unit: string,
+  ) => {
+    if (pullValue === undefined || pushValue === undefined) return;
+    const ratio = pushValue / pullValue;
+    lines.push(
+      `- ${name}: push ${integer.format(pushValue)} ${unit}, pull ${integer.format(pullValue)} ${unit}: ` +
+        `push ÷ pull = ${fine.format(ratio)}× (${ratio > 1 ? "push beats pull" : "push does NOT beat pull"})`,
+    );
+  };
+  higherIsBetter(
+    "W1 end to end",
+    pull.throughput?.endToEndPerSecond,
+    push.throughput?.endToEndPerSecond,
+    "msg/s",
+  );
+  const pullP99 = pull.latency?.endToEndMs.p99;
+  const pushP99 = push.latency?.endToEndMs.p99;
+  if (pullP99 !== undefined && pushP99 !== undefined) {
+    lines.push(
+      `- W2 end-to-end p99: push ${fine.format(pushP99)} ms, pull ${fine.format(pullP99)} ms ` +
+        `(p50 ${fine.format(push.latency?.endToEndMs.p50 ?? Number.NaN)} vs ${fine.format(pull.latency?.endToEndMs.p50 ?? Number.NaN)} ms): ` +
+        `${pushP99 < pullP99 ? "push beats pull" : "push does NOT beat pull"}`,
+    );
+  }
+  higherIsBetter(
+    "Fan-out deliveries",
+    pull.fanout?.deliveriesPerSecond,
+    push.fanout?.deliveriesPerSecond,
+    "deliveries/s",
+  );
+  if (lines.length > 0) lines.push(`- ${rabbitReference}`);
   return lines;
 }
 

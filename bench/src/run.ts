@@ -4,10 +4,11 @@
  */
 import { loadavg } from "node:os";
 import { type BacklogResult, runBacklog } from "./backlog.js";
+import { type FanoutResult, runFanout } from "./fanout.js";
 import { startHopperTarget } from "./hopper-target.js";
 import { type LatencyResult, runLatency } from "./latency.js";
 import type { WorkloadContext } from "./measure.js";
-import type { BenchOptions, RunSpec } from "./options.js";
+import type { BenchOptions, ConsumerMode, RunSpec } from "./options.js";
 import { startPgBossTarget } from "./peers/pg-boss.js";
 import { startSkipLockedTarget } from "./peers/skip-locked.js";
 import type { PgWireCounter } from "./pg-wire-counter.js";
@@ -24,6 +25,7 @@ export interface RunReport {
   throughput?: ThroughputResult;
   latency?: LatencyResult;
   backlog?: BacklogResult;
+  fanout?: FanoutResult;
   /** Why the run stopped, if it failed; the figures it finished are kept. */
   error?: string;
 }
@@ -54,6 +56,7 @@ export async function runOne(
             : { kind: "postgres", url: options.pgUrl, nodes: spec.nodes },
         profileDir: options.profileDir,
         wireCounter,
+        countFrames: options.countFrames && spec.consumer === "push",
         log,
       });
     } else {
@@ -62,8 +65,9 @@ export async function runOne(
       target = await start({ url: options.pgUrl, connectUrl });
     }
     openTargets.add(target);
-    report.label = target.label;
-    const context: WorkloadContext = { target, backends, wireCounter };
+    const consumer: ConsumerMode = spec.target === "hopper" ? spec.consumer : "pull";
+    report.label = target.label + consumerSuffix(spec, options);
+    const context: WorkloadContext = { target, backends, wireCounter, consumer };
     for (const workload of options.workloads) {
       if (workload === "w1") {
         log(`${report.label}: W1 throughput, ${options.messages} messages of ${options.bodyBytes} bytes`);
@@ -82,6 +86,20 @@ export async function runOne(
           bodyBytes: options.bodyBytes,
         });
         log(`W2: p99 ${report.latency.endToEndMs.p99.toFixed(1)} ms end to end`);
+      } else if (workload === "fanout") {
+        log(
+          `${report.label}: fan-out, ${options.fanoutMessages} messages of ${options.bodyBytes} bytes to an exchange bound to 3 queues`,
+        );
+        report.fanout = await runFanout(context, {
+          exchange: "bench-fanout",
+          queuePrefix: "bench-fanout",
+          messages: options.fanoutMessages,
+          bodyBytes: options.bodyBytes,
+        });
+        log(
+          `fan-out: ${Math.round(report.fanout.deliveriesPerSecond)} deliveries/s, ` +
+            `${Math.round(report.fanout.publishPerSecond)} publishes/s`,
+        );
       } else {
         log(`${report.label}: W3 backlog, ${options.backlog} messages`);
         report.backlog = await runBacklog(context, {
@@ -107,9 +125,16 @@ export async function runOne(
   return report;
 }
 
-export function describeSpec(spec: RunSpec, options: Pick<BenchOptions, "durability">): string {
+export function describeSpec(spec: RunSpec, options: Pick<BenchOptions, "durability" | "command">): string {
   if (spec.target === "skiplocked") return "plain SKIP LOCKED";
   if (spec.target === "pgboss") return "pg-boss 10.4.2";
-  if (spec.store === "sqlite") return `Hopper SQLite (${options.durability})`;
-  return `Hopper PostgreSQL, ${spec.nodes} node${spec.nodes === 1 ? "" : "s"}`;
+  const suffix = consumerSuffix(spec, options);
+  if (spec.store === "sqlite") return `Hopper SQLite (${options.durability})${suffix}`;
+  return `Hopper PostgreSQL, ${spec.nodes} node${spec.nodes === 1 ? "" : "s"}${suffix}`;
+}
+
+/** Names the consumer in a label when it is push, or when pull and push are being compared. */
+function consumerSuffix(spec: RunSpec, options: Pick<BenchOptions, "command">): string {
+  if (spec.target !== "hopper") return "";
+  return spec.consumer === "push" || options.command === "compare-consumers" ? `, ${spec.consumer}` : "";
 }

@@ -16,7 +16,7 @@ export function percentiles(samples: readonly number[]): Percentiles {
   return { count: sorted.length, p50: rank(0.5), p99: rank(0.99), p999: rank(0.999), max: rank(1) };
 }
 
-export type RequestKind = "send" | "receive" | "ack" | "other";
+export type RequestKind = "send" | "publish" | "receive" | "ack" | "other";
 
 /**
  * A `fetch` for HopperClient that counts requests by kind. Send, receive and ack are each one
@@ -24,7 +24,7 @@ export type RequestKind = "send" | "receive" | "ack" | "other";
  * rate, shows whether commits are shared across requests and not only within a batch.
  */
 export class RequestCounter {
-  readonly counts: Record<RequestKind, number> = { send: 0, receive: 0, ack: 0, other: 0 };
+  readonly counts: Record<RequestKind, number> = { send: 0, publish: 0, receive: 0, ack: 0, other: 0 };
 
   readonly fetch: typeof fetch = (input, init) => {
     this.counts[requestKind(String(input instanceof Request ? input.url : input), init?.method)]++;
@@ -39,6 +39,7 @@ export class RequestCounter {
 function requestKind(url: string, method = "GET"): RequestKind {
   if (method !== "POST") return "other";
   if (url.endsWith("/messages")) return "send";
+  if (url.endsWith("/publish")) return "publish";
   if (url.endsWith("/receive")) return "receive";
   if (url.endsWith("/ack")) return "ack";
   return "other";

@@ -4,6 +4,7 @@
  * to make an empty queue, and connections that publish, receive and ack.
  */
 import type { BenchBody } from "./bench-message.js";
+import type { Wakeup } from "./progress.js";
 
 /** One message as a consumer got it. */
 export interface Delivery {
@@ -31,6 +32,35 @@ export interface QueueConnection {
   ackLater(receipt: string): Promise<boolean>;
 }
 
+/** Called for each delivery as it arrives, with the time it arrived (performance.now()). */
+export type OnMessage = (message: Delivery, receivedAtMs: number) => void;
+
+/**
+ * One consumer as a workload sees it, whether it pulls (long-polled receive, acks through `ackLater`,
+ * credit-consumer.ts) or has messages pushed to it (Hopper's WebSocket consumer). Either holds at most
+ * its credit of unacked messages.
+ */
+export interface BenchConsumer {
+  /** Deliveries so far. */
+  readonly received: number;
+  /** Acks the target confirmed so far. A push consumer learns it only in `settled()`. */
+  readonly acked: number;
+  /** Acks the target refused (stale_receipt: the lease had ended). */
+  readonly ackErrors: number;
+  /** When the last ack was confirmed (performance.now()); known once `settled()` has resolved. */
+  readonly lastAckAtMs: number;
+  /** Notified after deliveries and acks, for workloads that wait for the end. */
+  readonly activity: Wakeup;
+  /** Rejects as soon as receiving or acking fails. */
+  readonly failed: Promise<never>;
+  /** Resolves once the consumer can get messages (a push consumer's socket is consuming). */
+  ready(): Promise<void>;
+  /** Resolves once every delivery so far is acked or refused, and sets `lastAckAtMs`. */
+  settled(): Promise<void>;
+  /** Stops consuming; what is still leased goes back to the queue. Rethrows a failure. */
+  stop(): Promise<void>;
+}
+
 export type TargetKind = "hopper" | "skiplocked" | "pgboss";
 
 export interface QueueTarget {
@@ -48,8 +78,23 @@ export interface QueueTarget {
    * round-robin over its nodes (index modulo nodes); the peers have one pool in this process.
    */
   connect(queue: string, index: number): QueueConnection;
+  /**
+   * Hopper only: a consumer of `queue` that the server pushes to over a WebSocket, with a prefetch of
+   * `credit`, for consumer number `index` (spread over nodes as `connect` does).
+   */
+  consumePush?(queue: string, index: number, credit: number, onMessage: OnMessage): BenchConsumer;
+  /**
+   * Hopper only: makes a fanout exchange bound to `queues` (each made fresh) and answers a publisher
+   * whose `publish` goes through the exchange; it resolves once the message is durable in every queue.
+   */
+  createFanout?(exchange: string, queues: readonly string[]): Promise<Pick<QueueConnection, "publish">>;
   /** Counters the target keeps about its own traffic (Hopper: HTTP requests by kind), by name. */
   counters(): Record<string, number>;
+  /**
+   * Hopper on SQLite: the store's group-commit counters summed over the servers (`/metrics`):
+   * commits, and store calls (jobs) committed. Undefined where the server does not export them.
+   */
+  storeCounters?(): Promise<{ commits: number; jobs: number } | undefined>;
   /** Stops processes and drops what the target created; safe to call twice. */
   close(): Promise<void>;
 }

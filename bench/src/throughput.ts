@@ -1,16 +1,16 @@
 /**
  * W1, throughput: one producer keeps up to `producerUnconfirmedMax` publishes unconfirmed while one
- * consumer, running at the same time, holds up to `consumerUnackedMax` unacked messages. Every
+ * consumer, running at the same time, holds up to `consumerUnackedMax` unacked messages (pulling, or
+ * pushed to with that prefetch; a push consumer's socket is up before the clock starts). Every
  * message carries its sequence number, so the run ends with an exactly-once check. With several
  * Hopper nodes the producer talks to node 0 and the consumer to node 1.
  */
 
 import { performance } from "node:perf_hooks";
 import { benchBody } from "./bench-message.js";
-import { CreditConsumer } from "./credit-consumer.js";
+import { startConsumer, stopConsumers } from "./consumers.js";
 import { DeliveryLedger } from "./delivery-ledger.js";
 import {
-  consumerUnackedMax,
   producerUnconfirmedMax,
   progressStallMs,
   throughputDeadlineMsBase,
@@ -48,7 +48,7 @@ export class WindowedProducer {
   private readonly confirmArrived = new Wakeup();
 
   constructor(
-    private readonly connection: QueueConnection,
+    private readonly connection: Pick<QueueConnection, "publish">,
     private readonly messages: number,
     private readonly bodyBytes: number,
   ) {}
@@ -85,50 +85,50 @@ export async function runThroughput(
   const { queue, messages, bodyBytes } = params;
   await target.createQueue(queue);
   const ledger = new DeliveryLedger(messages);
-  const consumer = new CreditConsumer({
-    connection: target.connect(queue, 1),
-    creditMax: consumerUnackedMax,
-    onMessage: (message) => ledger.record(message),
-  });
-  const producer = new WindowedProducer(target.connect(queue, 0), messages, bodyBytes);
-  const measuring = await startMeasuring(context);
-  const startedAtMs = performance.now();
+  const consumer = startConsumer(context, queue, 1, (message) => ledger.record(message));
+  try {
+    await consumer.ready();
+    const producer = new WindowedProducer(target.connect(queue, 0), messages, bodyBytes);
+    const measuring = await startMeasuring(context);
+    const startedAtMs = performance.now();
 
-  // Every message acked (or refused) means nothing is left leased; the consumer may stop.
-  const consume = async (): Promise<void> => {
-    while (ledger.distinct < messages || consumer.acked + consumer.ackErrors < consumer.received) {
-      await consumer.activity.wait();
-    }
-  };
-  const describe = () =>
-    ledger.describe(`${producer.confirmed}/${messages} confirmed`, producer.confirmed === messages) +
-    `, ${consumer.acked} acked`;
-  await withWatchdog(
-    {
-      workload: "W1 throughput",
-      deadlineMs: throughputDeadlineMsBase + messages * throughputDeadlineMsPerMessage,
-      stallMs: progressStallMs,
-      progress: () => producer.confirmed + consumer.received + consumer.acked,
-      describe,
-    },
-    Promise.race([Promise.all([producer.run(), consume()]), consumer.failed]),
-  );
-  await consumer.stop();
-  const costs = await measuring.finish();
-  ledger.assertComplete("W1", describe);
-  const endToEndMs = consumer.lastAckAtMs - startedAtMs;
-  const confirmMs = producer.lastConfirmAtMs - startedAtMs;
-  return {
-    messages,
-    bodyBytes,
-    endToEndPerSecond: (messages * 1000) / endToEndMs,
-    confirmPerSecond: (messages * 1000) / confirmMs,
-    endToEndMs,
-    confirmMs,
-    duplicates: ledger.duplicates,
-    missing: ledger.missing(),
-    redeliveries: ledger.redeliveries,
-    ackErrors: consumer.ackErrors,
-    costs,
-  };
+    // Every message delivered, then every delivery acked (or refused): nothing is left leased.
+    const consume = async (): Promise<void> => {
+      while (ledger.distinct < messages) await consumer.activity.wait();
+      await consumer.settled();
+    };
+    const describe = () =>
+      ledger.describe(`${producer.confirmed}/${messages} confirmed`, producer.confirmed === messages) +
+      `, ${consumer.acked} acked${context.consumer === "push" ? " (a push consumer learns its acks at the end)" : ""}`;
+    await withWatchdog(
+      {
+        workload: "W1 throughput",
+        deadlineMs: throughputDeadlineMsBase + messages * throughputDeadlineMsPerMessage,
+        stallMs: progressStallMs,
+        progress: () => producer.confirmed + consumer.received + consumer.acked,
+        describe,
+      },
+      Promise.race([Promise.all([producer.run(), consume()]), consumer.failed]),
+    );
+    await consumer.stop();
+    const costs = await measuring.finish();
+    ledger.assertComplete("W1", describe);
+    const endToEndMs = consumer.lastAckAtMs - startedAtMs;
+    const confirmMs = producer.lastConfirmAtMs - startedAtMs;
+    return {
+      messages,
+      bodyBytes,
+      endToEndPerSecond: (messages * 1000) / endToEndMs,
+      confirmPerSecond: (messages * 1000) / confirmMs,
+      endToEndMs,
+      confirmMs,
+      duplicates: ledger.duplicates,
+      missing: ledger.missing(),
+      redeliveries: ledger.redeliveries,
+      ackErrors: consumer.ackErrors,
+      costs,
+    };
+  } finally {
+    await stopConsumers([consumer]);
+  }
 }
