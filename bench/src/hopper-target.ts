@@ -90,7 +90,9 @@ export async function startHopperTarget(params: {
   };
 
   const pushConsumers = new Set<PushConsumer>();
-  let closed = false;
+  // Every caller of close() waits for the one close: the run's own close and Ctrl-C's may overlap,
+  // and Ctrl-C exits once its call resolves, which must not be before the servers have stopped.
+  let closing: Promise<void> | undefined;
   return {
     label,
     kind: "hopper",
@@ -134,16 +136,17 @@ export async function startHopperTarget(params: {
       }
       return total;
     },
-    async close() {
-      if (closed) return;
-      closed = true;
-      // A push consumer left open would try to reconnect to a stopped server for the rest of the run.
-      await Promise.allSettled([...pushConsumers].map((consumer) => consumer.stop()));
-      await Promise.allSettled(frameCounters.map((counter) => counter.close()));
-      // Open keep-alive connections would make each server's graceful stop wait for them.
-      await closeFetchConnections();
-      await Promise.allSettled(servers.map((server) => server.stop()));
-      await dropStore();
+    close() {
+      closing ??= (async () => {
+        // A push consumer left open would try to reconnect to a stopped server for the rest of the run.
+        await Promise.allSettled([...pushConsumers].map((consumer) => consumer.stop()));
+        await Promise.allSettled(frameCounters.map((counter) => counter.close()));
+        // Open keep-alive connections would make each server's graceful stop wait for them.
+        await closeFetchConnections();
+        await Promise.allSettled(servers.map((server) => server.stop()));
+        await dropStore();
+      })();
+      return closing;
     },
   };
 }
