@@ -72,7 +72,8 @@ class QueueConsumer {
     });
     this.session = new SocketSession(target, {
       onOpen: async (session) => {
-        await session.request({ op: "consume", queue: this.queue, prefetch: this.prefetch });
+        // `batch`: each lease's messages come in one frame, which costs the server far less per message.
+        await session.request({ op: "consume", queue: this.queue, prefetch: this.prefetch, batch: true });
       },
       onPush: (frame) => this.onPush(frame),
       onClose: () => this.connectionLost(),
@@ -93,7 +94,10 @@ class QueueConsumer {
     if (frame.op === "deliver") {
       // While stopping, a delivery is held unrun; closing the connection hands it back.
       if (this.stopping) return;
-      this.track(this.handle(frame.message as ReceivedMessage));
+      const messages = (frame.messages as ReceivedMessage[] | undefined) ?? [
+        frame.message as ReceivedMessage,
+      ];
+      for (const message of messages) this.track(this.handle(message));
       return;
     }
     if (frame.op === "cancelled") {

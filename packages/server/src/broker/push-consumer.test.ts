@@ -52,7 +52,7 @@ describe("push consumer", () => {
       clock,
       queue: "q",
       prefetch,
-      deliver: (message) => delivered.push(message),
+      deliver: (messages) => delivered.push(...messages),
       onWarning: (error) => warnings.push(error),
       ...extra,
     });

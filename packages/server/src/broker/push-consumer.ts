@@ -33,8 +33,9 @@ export interface PushConsumerOptions {
   queue: string;
   /** The most unacked deliveries held at once, 1 to `prefetchMax`. */
   prefetch: number;
-  /** Pushes one leased message to the consumer. Called only while the consumer is not paused. */
-  deliver: (message: LeasedMessage) => void;
+  /** Pushes leased messages to the consumer, in order: each lease's batch in one call, so an adapter may
+   * write them in one frame. Called only while the consumer is not paused. */
+  deliver: (messages: LeasedMessage[]) => void;
   /** The consumer ended by itself (its queue was deleted); it holds nothing any more. */
   onEnd?: (error: HopperError) => void;
   /** A receive failed for a passing reason (store unreachable) and will be retried, or a lease timed out. */
@@ -60,6 +61,8 @@ export class PushConsumer {
   private readonly receiveAbort = new AbortController();
   private readonly ackTimeoutMs: number;
   private readonly leaseMs: number;
+  /** The least free credit worth a lease while deliveries are held (see canReceive). */
+  private readonly refillMin: number;
   private cancelRenewal: (() => void) | undefined;
   private loop: Promise<void> | undefined;
   private wakeSleep: (() => void) | undefined;
@@ -78,6 +81,7 @@ export class PushConsumer {
     this.prefetch = prefetch;
     this.ackTimeoutMs = options.ackTimeoutMs ?? limits.consumerAckTimeoutMs;
     this.leaseMs = Math.min(options.leaseMs ?? limits.pushLeaseMs, this.ackTimeoutMs);
+    this.refillMin = Math.max(1, Math.min(limits.receiveMax, Math.floor(prefetch / 4)));
   }
 
   /** Unacked deliveries held now; never more than `prefetch`. */
@@ -109,11 +113,8 @@ export class PushConsumer {
   resume(): void {
     if (!this.paused) return;
     this.paused = false;
-    while (!this.paused && !this.ended) {
-      const message = this.undelivered.shift();
-      if (!message) break;
-      this.options.deliver(message);
-    }
+    const waiting = this.undelivered.splice(0);
+    if (waiting.length > 0 && !this.ended) this.options.deliver(waiting);
     this.pump();
   }
 
@@ -205,8 +206,15 @@ export class PushConsumer {
     });
   }
 
+  /**
+   * Leases when nothing is held (so a quiet queue is pushed at once), or when at least a quarter of the
+   * credit (up to a full receive of 100) is free: credit that comes back a few acks at a time is
+   * gathered into larger leases rather than spent on one store call per ack frame.
+   */
   private canReceive(): boolean {
-    return !this.ended && !this.paused && this.held.size < this.prefetch;
+    if (this.ended || this.paused) return false;
+    const free = this.prefetch - this.held.size;
+    return this.held.size === 0 || free >= this.refillMin;
   }
 
   private async receiveLoop(): Promise<void> {
@@ -242,6 +250,7 @@ export class PushConsumer {
 
   /** Holds each new lease against the credit and delivers it, or keeps it until resume(). */
   private take(messages: LeasedMessage[]): void {
+    const deliverable: LeasedMessage[] = [];
     for (const message of messages) {
       const expiresAt = this.options.clock.now() + this.ackTimeoutMs;
       const cancelTimer = this.options.clock.setTimer(expiresAt, () => this.ackTimedOut(message.receipt));
@@ -250,8 +259,9 @@ export class PushConsumer {
       // After cancel() the leases are only held, so that cancel hands them back.
       if (this.ended) continue;
       if (this.paused) this.undelivered.push(message);
-      else this.options.deliver(message);
+      else deliverable.push(message);
     }
+    if (deliverable.length > 0) this.options.deliver(deliverable);
     this.scheduleRenewal();
   }
 

@@ -5,7 +5,7 @@
 import type { FastifyInstance } from "fastify";
 import type { QueueBroker } from "../../broker/queues.js";
 import { toOutgoing } from "./messages.js";
-import { renderItemResult, renderLeased, renderStored } from "./render.js";
+import { leasedJson, renderItemResult, renderStored } from "./render.js";
 import {
   AckBody,
   ExtendBody,
@@ -76,7 +76,7 @@ export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker): 
         ...body,
         signal: abortOnClose(reply.raw),
       });
-      return { messages: messages.map(renderLeased) };
+      return reply.type("application/json").send(`{"messages":[${messages.map(leasedJson).join(",")}]}`);
     },
   );
 

@@ -9,7 +9,7 @@ import type { ItemResult, QueueBroker } from "../../broker/queues.js";
 import { type Signal, type SignalHub, signalSubscriptionsPerConnectionMax } from "../../broker/signals.js";
 import type { Clock } from "../../clock.js";
 import { HopperError } from "../../errors.js";
-import { renderLeased } from "../http/render.js";
+import { leasedJson } from "../http/render.js";
 import {
   type AckFrame,
   type CancelFrame,
@@ -59,6 +59,8 @@ export class WsConnection {
   private nextSub = 1;
   private operationsInFlight = 0;
   private readingPaused = false;
+  /** Whether writes of this turn are being held for one system call (corkUntilTurnEnds). */
+  private corked = false;
   private sendPaused = false;
   private pongSeen = true;
   private cancelPing: () => void;
@@ -180,7 +182,16 @@ export class WsConnection {
       clock: this.context.clock,
       queue: frame.queue,
       prefetch: frame.prefetch,
-      deliver: (message) => this.send({ op: "deliver", sub, message: renderLeased(message) }),
+      // A consumer that asked for batches gets each lease's messages in one frame; otherwise one frame per
+      // message, as API.md has it. Either way the message text is written directly (leasedJson).
+      deliver: (messages) => {
+        if (frame.batch) {
+          this.sendText(`{"op":"deliver","sub":"${sub}","messages":[${messages.map(leasedJson).join(",")}]}`);
+        } else {
+          for (const message of messages)
+            this.sendText(`{"op":"deliver","sub":"${sub}","message":${leasedJson(message)}}`);
+        }
+      },
       onEnd: (error) => {
         this.consumers.delete(sub);
         this.send({ op: "cancelled", sub, error: error.toJSON() });
@@ -280,11 +291,29 @@ export class WsConnection {
    */
   private sendText(text: string): void {
     if (this.socket.readyState !== this.socket.OPEN) return;
+    this.corkUntilTurnEnds();
     this.socket.send(text, () => this.afterWrite());
     if (!this.sendPaused && this.socket.bufferedAmount > sendBufferBytesHigh) {
       this.sendPaused = true;
       for (const consumer of this.consumers.values()) consumer.pause();
     }
+  }
+
+  /**
+   * Holds the frames written in one turn of the event loop and sends them in one system call when the
+   * turn ends: a batch of deliveries is then one write, not one per message.
+   */
+  private corkUntilTurnEnds(): void {
+    if (this.corked) return;
+    // ws keeps its TCP socket as `_socket`; corking it only batches writes, it changes no frame.
+    const tcp = (this.socket as unknown as { _socket?: { cork(): void; uncork(): void } })._socket;
+    if (!tcp) return;
+    this.corked = true;
+    tcp.cork();
+    process.nextTick(() => {
+      this.corked = false;
+      tcp.uncork();
+    });
   }
 
   private afterWrite(): void {

@@ -30,6 +30,8 @@ const frameSchemas = {
       ref: Type.Optional(Ref),
       queue: Name,
       prefetch: Type.Integer({ minimum: 1, maximum: prefetchMax }),
+      /** Hopper's extension of API.md: each lease's messages in one `deliver` frame, as `messages`. */
+      batch: Type.Optional(Type.Boolean()),
     },
     strict,
   ),

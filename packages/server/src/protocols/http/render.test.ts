@@ -1,0 +1,30 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import type { LeasedMessage } from "../../store/store.js";
+import { leasedJson, renderLeased } from "./render.js";
+
+function leased(overrides: Partial<LeasedMessage>): LeasedMessage {
+  return {
+    id: "01a22c17-498c-7000-a040-7c0a294bab0d",
+    receipt: "1.2c3jvy08ha",
+    body: Buffer.from(JSON.stringify({ text: 'quote " and \\u2028 and ✓', n: [1, 2.5, null] })),
+    contentType: "application/json",
+    headers: { traceparent: "00-a-b-01", "x-odd": 'a "quoted" \n value' },
+    key: null,
+    publishedAt: Date.UTC(2026, 10, 30),
+    visibleAt: Date.UTC(2026, 10, 30, 0, 0, 30),
+    deliveryCount: 2,
+    firstDeliveredAt: Date.UTC(2026, 10, 30, 0, 0, 1),
+    ...overrides,
+  };
+}
+
+test("leasedJson writes exactly what renderLeased serializes, for JSON and binary bodies", () => {
+  for (const message of [
+    leased({}),
+    leased({ body: Buffer.from([0, 255, 10, 13]), contentType: "application/octet-stream", key: "group-1" }),
+    leased({ firstDeliveredAt: null, headers: {} }),
+  ]) {
+    assert.deepEqual(JSON.parse(leasedJson(message)), JSON.parse(JSON.stringify(renderLeased(message))));
+  }
+});
