@@ -4,198 +4,34 @@
  * touches (attributes, stats, and a peek of every message state) before and after, and compares them.
  */
 import assert from "node:assert/strict";
-import { request as httpRequest } from "node:http";
 import { after, before, describe, test } from "node:test";
+import {
+  announceBody,
+  assertError,
+  call,
+  hourMs,
+  itemErrorCode,
+  mebibyte,
+  peekAvailable,
+  putQueue,
+  queuePath,
+  type RequestOptions,
+  receive,
+  results,
+  send,
+  sentId,
+  snapshot,
+  stats,
+  unchanged,
+  type WireError,
+  wireError,
+} from "../testing/http-calls.js";
 import {
   createTempDir,
   type ServerProcess,
   startServerProcess,
   type TempDir,
 } from "../testing/server-process.js";
-
-const requestTimeoutMs = 10_000;
-const mebibyte = 1024 * 1024;
-const hourMs = 3_600_000;
-
-interface Answer {
-  status: number;
-  body: unknown;
-}
-
-interface WireError {
-  code: string;
-  message: string;
-  details?: Record<string, unknown>;
-}
-
-interface RequestOptions {
-  /** Sent as is, instead of the JSON text of `body`. */
-  raw?: string;
-  headers?: Record<string, string>;
-}
-
-/** One HTTP call; the answer's body is parsed JSON, or undefined when there is none. */
-async function call(
-  server: ServerProcess,
-  method: string,
-  path: string,
-  body?: unknown,
-  options: RequestOptions = {},
-): Promise<Answer> {
-  const text = options.raw ?? (body === undefined ? undefined : JSON.stringify(body));
-  const headers: Record<string, string> = {
-    ...(text !== undefined && { "content-type": "application/json" }),
-    ...options.headers,
-  };
-  const response = await fetch(`${server.url}${path}`, {
-    method,
-    headers,
-    ...(text !== undefined && { body: text }),
-    signal: AbortSignal.timeout(requestTimeoutMs),
-  });
-  const answer = await response.text();
-  return { status: response.status, body: answer === "" ? undefined : JSON.parse(answer) };
-}
-
-/**
- * Sends only the headers of a POST that announces `contentLength` bytes of JSON, and resolves with
- * the answer the server gives before any of the body arrives. Uploading the body would race the
- * server's early answer (see the 413 test below).
- */
-function announceBody(server: ServerProcess, path: string, contentLength: number): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const request = httpRequest(new URL(path, server.url), {
-      method: "POST",
-      headers: { "content-type": "application/json", "content-length": String(contentLength) },
-      timeout: requestTimeoutMs,
-    });
-    request.on("timeout", () => request.destroy(new Error("no answer before the body was sent")));
-    request.on("error", reject);
-    request.on("response", (response) => {
-      let text = "";
-      response.setEncoding("utf8");
-      response.on("data", (chunk: string) => {
-        text += chunk;
-      });
-      response.on("end", () => {
-        request.destroy();
-        resolve({ status: response.statusCode ?? 0, body: JSON.parse(text) });
-      });
-    });
-    request.flushHeaders();
-  });
-}
-
-function queuePath(name: string, rest = ""): string {
-  return `/v1/queues/${encodeURIComponent(name)}${rest}`;
-}
-
-/** The `{"error": {...}}` of an answer, checked for the catalog's shape. */
-function wireError(body: unknown): WireError {
-  const error = (body as { error?: WireError } | undefined)?.error;
-  assert.ok(error && typeof error === "object", `expected {"error": {...}}, got ${JSON.stringify(body)}`);
-  assert.equal(typeof error.code, "string", JSON.stringify(body));
-  assert.equal(typeof error.message, "string", JSON.stringify(body));
-  return error;
-}
-
-function assertError(answer: Answer, status: number, code: string): WireError {
-  assert.equal(answer.status, status, `status of ${JSON.stringify(answer.body)}`);
-  const error = wireError(answer.body);
-  assert.equal(error.code, code, JSON.stringify(answer.body));
-  return error;
-}
-
-/** The per-item results of a 200 batch answer. */
-function results(answer: Answer): unknown[] {
-  assert.equal(answer.status, 200, JSON.stringify(answer.body));
-  const items = (answer.body as { results?: unknown[] }).results;
-  assert.ok(Array.isArray(items), JSON.stringify(answer.body));
-  return items;
-}
-
-function itemErrorCode(item: unknown): string {
-  return wireError(item).code;
-}
-
-function sentId(item: unknown): string {
-  const id = (item as { id?: unknown }).id;
-  assert.equal(typeof id, "string", `expected a sent message's id, got ${JSON.stringify(item)}`);
-  return id as string;
-}
-
-/** Stats without the one field that moves with the clock alone. */
-function withoutAge(queue: unknown): unknown {
-  const { stats, ...rest } = queue as { stats: Record<string, unknown> };
-  const { oldestMessageAgeMs: _age, ...steady } = stats;
-  return { ...rest, stats: steady };
-}
-
-const peekStates = ["available", "delayed", "in-flight"] as const;
-
-/** Everything a client could observe about the server's queues, minus the passage of time. */
-async function snapshot(server: ServerProcess, watched: readonly string[]): Promise<unknown> {
-  const list = await call(server, "GET", "/v1/queues");
-  assert.equal(list.status, 200, JSON.stringify(list.body));
-  const queues = (list.body as { queues: unknown[] }).queues.map(withoutAge);
-  const details = await Promise.all(
-    watched.map(async (name) => {
-      const info = await call(server, "GET", queuePath(name));
-      if (info.status !== 200) return { name, status: info.status, body: info.body };
-      const peeks = await Promise.all(
-        peekStates.map(async (state) => {
-          const peek = await call(server, "GET", queuePath(name, `/messages?state=${state}&limit=1000`));
-          assert.equal(peek.status, 200, JSON.stringify(peek.body));
-          return [state, peek.body];
-        }),
-      );
-      return { name, info: withoutAge(info.body), peeks: Object.fromEntries(peeks) };
-    }),
-  );
-  return { queues, details };
-}
-
-/** Runs `action` and asserts that nothing observable about `watched` (or the queue list) changed. */
-async function unchanged<T>(
-  server: ServerProcess,
-  watched: readonly string[],
-  action: () => Promise<T>,
-): Promise<T> {
-  const earlier = await snapshot(server, watched);
-  const outcome = await action();
-  assert.deepEqual(await snapshot(server, watched), earlier, "a rejected request changed the server's state");
-  return outcome;
-}
-
-async function stats(server: ServerProcess, name: string): Promise<Record<string, number>> {
-  const info = await call(server, "GET", queuePath(name));
-  assert.equal(info.status, 200, JSON.stringify(info.body));
-  return (info.body as { stats: Record<string, number> }).stats;
-}
-
-async function peekAvailable(server: ServerProcess, name: string): Promise<{ id: string; body: unknown }[]> {
-  const peek = await call(server, "GET", queuePath(name, "/messages?state=available&limit=1000"));
-  assert.equal(peek.status, 200, JSON.stringify(peek.body));
-  return (peek.body as { messages: { id: string; body: unknown }[] }).messages;
-}
-
-async function putQueue(server: ServerProcess, name: string, attributes: object = {}): Promise<void> {
-  const answer = await call(server, "PUT", queuePath(name), attributes);
-  assert.ok(answer.status === 201 || answer.status === 200, JSON.stringify(answer.body));
-}
-
-async function send(server: ServerProcess, name: string, messages: object[]): Promise<string[]> {
-  return results(await call(server, "POST", queuePath(name, "/messages"), { messages })).map(sentId);
-}
-
-async function receive(server: ServerProcess, name: string, max: number): Promise<string[]> {
-  const answer = await call(server, "POST", queuePath(name, "/receive"), {
-    max,
-    visibilityTimeoutMs: hourMs,
-  });
-  assert.equal(answer.status, 200, JSON.stringify(answer.body));
-  return (answer.body as { messages: { receipt: string }[] }).messages.map((message) => message.receipt);
-}
 
 describe("bad input through the real server", () => {
   let dir: TempDir;
