@@ -67,7 +67,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const exchanges = new ExchangeBroker(store, clock, broker.router, broker);
   const apiKeys = new ApiKeys(options.apiKeys ?? []);
   const metrics = new Metrics(broker, exchanges, store instanceof SqliteStore ? store : undefined);
-  const app = await buildHttpApp({ broker, exchanges, store, apiKeys, metrics, logger });
+  const app = await buildHttpApp({ broker, exchanges, apiKeys, metrics, logger });
   const signals = new SignalHub(store, (error) => console.warn("signal not handed to other nodes", error));
   await registerWebSocketEndpoint(app, { broker, clock, signals });
   const address = await app.listen({ host: options.host ?? "127.0.0.1", port: options.port ?? 7171 });

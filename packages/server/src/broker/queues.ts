@@ -119,6 +119,11 @@ export class QueueBroker {
     }
   }
 
+  /** Resolves when the store answers; /readyz asks this. */
+  ready(): Promise<void> {
+    return this.store.ping();
+  }
+
   /** Ends every long poll and timer; the store stays open for the caller to close. */
   stop(): void {
     this.stopped = true;

@@ -15,7 +15,6 @@ import type { QueueBroker } from "../../broker/queues.js";
 import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Metrics } from "../../observability/metrics.js";
-import type { Store } from "../../store/store.js";
 import { describeErrors } from "../validation-errors.js";
 import { registerExchangeRoutes } from "./exchange-routes.js";
 import { registerQueueRoutes } from "./queue-routes.js";
@@ -23,7 +22,6 @@ import { registerQueueRoutes } from "./queue-routes.js";
 export interface HttpAppOptions {
   broker: QueueBroker;
   exchanges: ExchangeBroker;
-  store: Store;
   apiKeys: ApiKeys;
   metrics: Metrics;
   logger: boolean | object;
@@ -139,7 +137,7 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
   app.get("/healthz", { schema: { hide: true } }, async () => ({ status: "ok" }));
   app.get("/readyz", { schema: { hide: true } }, async (_request, reply) => {
     try {
-      await options.store.ping();
+      await options.broker.ready();
       return { status: "ready" };
     } catch (error) {
       return reply.status(503).send({ error: new HopperError("unavailable", String(error)).toJSON() });
