@@ -55,16 +55,16 @@ export class Waiters {
     });
   }
 
-  /** Wakes up to `max` waiters of the queue, oldest first: at most one per message that may be there. */
-  notify(queue: string, max = Number.POSITIVE_INFINITY): void {
+  /**
+   * Wakes every waiter of the queue: each looks again, and those that find nothing wait on. Waking
+   * all keeps the rule simple (no waiter is left asleep beside an available message) at the cost of
+   * some empty looks when many wait on one queue.
+   */
+  notify(queue: string): void {
     this.versions.set(queue, this.version(queue) + 1);
     const set = this.byQueue.get(queue);
     if (!set) return;
-    let woken = 0;
-    for (const waiter of [...set]) {
-      if (woken++ >= max) break;
-      waiter.wake();
-    }
+    for (const waiter of [...set]) waiter.wake();
   }
 
   /** Wakes every waiter of every queue (at shutdown, or when a queue is deleted). */
