@@ -2,8 +2,8 @@
  * Message ids are UUIDv7 (RFC 9562): a 48-bit millisecond timestamp then random bits, so ids sort by
  * publish time. Within one millisecond a counter in the random field keeps them increasing.
  */
-import { randomBytes } from "node:crypto";
 import type { Clock } from "./clock.js";
+import { systemRandomPool } from "./random.js";
 
 export function uuidv7Generator(clock: Clock): () => string {
   let lastMs = -1;
@@ -22,7 +22,7 @@ export function uuidv7Generator(clock: Clock): () => string {
       counter = 0;
     }
     lastMs = ms;
-    const bytes = randomBytes(16);
+    const bytes = systemRandomPool.bytes(16);
     bytes.writeUIntBE(ms, 0, 6);
     bytes[6] = 0x70 | (counter >>> 8);
     bytes[7] = counter & 0xff;
