@@ -321,26 +321,35 @@ export class SqliteStore implements Store {
           limit: wanted - messages.length,
         }) as MessageRow[];
         if (candidates.length === 0) break;
+        const toLease: MessageRow[] = [];
         for (const row of candidates) {
           if (params.deadLetter && row.delivery_count >= params.deadLetter.maxDeliveries) {
             this.deadLetterRow(row, queue, params.deadLetter, params.now);
             deadLettered++;
-            continue;
+          } else {
+            toLease.push(row);
           }
-          const leaseToken = this.random.uint48();
-          const leased = this.stmt(sql.messageLease).get({
-            seq: row.seq,
-            leaseExpiresAt: params.leaseExpiresAt,
-            leaseToken,
-            now: params.now,
-          }) as { delivery_count: number; first_delivered_at: number };
-          if (leased.delivery_count > 1) redelivered++;
+        }
+        if (toLease.length === 0) continue;
+        // 40 random bits: with the seq added the token stays below 2^53, exact as a JavaScript number.
+        const tokenBase = Math.floor(this.random.uint48() / 2 ** 8);
+        const leased = this.stmt(sql.messageLeaseMany).all({
+          seqs: JSON.stringify(toLease.map((row) => row.seq)),
+          leaseExpiresAt: params.leaseExpiresAt,
+          tokenBase,
+          now: params.now,
+        }) as { seq: number; delivery_count: number; first_delivered_at: number }[];
+        const bySeq = new Map(leased.map((row) => [row.seq, row]));
+        for (const row of toLease) {
+          const after = bySeq.get(row.seq);
+          if (!after) continue;
+          if (after.delivery_count > 1) redelivered++;
           messages.push({
             ...toStoredMessage(row),
             visibleAt: params.leaseExpiresAt,
-            deliveryCount: leased.delivery_count,
-            firstDeliveredAt: leased.first_delivered_at,
-            receipt: encodeReceipt(row.seq, leaseToken),
+            deliveryCount: after.delivery_count,
+            firstDeliveredAt: after.first_delivered_at,
+            receipt: encodeReceipt(row.seq, tokenBase + row.seq),
           });
         }
       }

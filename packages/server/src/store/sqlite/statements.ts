@@ -55,16 +55,20 @@ export const messageSelectAvailable = `
   ORDER BY visible_at
   LIMIT :limit`;
 
-/** Params: seq, leaseExpiresAt, leaseToken, now. Takes a lease: the row is in flight until
- * leaseExpiresAt. Returns: delivery_count, first_delivered_at after the update. */
-export const messageLease = `
+/**
+ * Params: seqs (a JSON array), leaseExpiresAt, tokenBase, now. Takes a lease on every listed row in one
+ * statement: each row's token is tokenBase + seq, so tokens differ between the rows of one call, and a
+ * fresh random base per call makes a later lease's token differ from an earlier one's. Returns: seq,
+ * delivery_count, first_delivered_at after the update.
+ */
+export const messageLeaseMany = `
   UPDATE messages SET
     visible_at = :leaseExpiresAt,
-    lease_token = :leaseToken,
+    lease_token = :tokenBase + seq,
     delivery_count = delivery_count + 1,
     first_delivered_at = coalesce(first_delivered_at, :now)
-  WHERE seq = :seq
-  RETURNING delivery_count, first_delivered_at`;
+  WHERE seq IN (SELECT value FROM json_each(:seqs))
+  RETURNING seq, delivery_count, first_delivered_at`;
 
 /** Params: seq, queueId, leaseToken. Returns: the row if the receipt names its latest lease. */
 export const messageSelectByReceipt = `
