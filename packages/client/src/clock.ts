@@ -17,3 +17,19 @@ export const systemClock: Clock = {
   setTimeout: (callback, delayMs) => globalThis.setTimeout(callback, delayMs),
   clearTimeout: (timer) => globalThis.clearTimeout(timer as ReturnType<typeof globalThis.setTimeout>),
 };
+
+/**
+ * A wait on `clock` that its owner can cut short: `wait` resolves after `delayMs`, or at once when
+ * `wake()` is called (a stop or close that should not wait out a back-off).
+ */
+export function interruptibleWait(clock: Clock, delayMs: number): { wait: Promise<void>; wake: () => void } {
+  let wake!: () => void;
+  const wait = new Promise<void>((resolve) => {
+    const timer = clock.setTimeout(() => wake(), delayMs);
+    wake = () => {
+      clock.clearTimeout(timer);
+      resolve();
+    };
+  });
+  return { wait, wake };
+}

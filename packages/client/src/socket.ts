@@ -2,7 +2,7 @@
 // every other frame (deliveries, signals) to its owner, and tells the owner when a connection opens
 // (to consume or subscribe again) and when it ends (everything held on it is gone).
 import type { RawData, WebSocket } from "ws";
-import type { Clock, ClockTimer } from "./clock.js";
+import { type Clock, type ClockTimer, interruptibleWait } from "./clock.js";
 import { clientErrorCodes, HopperError } from "./errors.js";
 import { receiveBackoffMsMax, receiveBackoffMsMin } from "./limits.js";
 import type { ErrorBody } from "./types.js";
@@ -265,15 +265,10 @@ export class SocketSession {
 
   /** Waits `delayMs` on the client's clock, or until close(). */
   private pause(delayMs: number): Promise<void> {
-    const { clock } = this.target;
-    return new Promise((resolve) => {
-      const wake = () => {
-        clock.clearTimeout(timer);
-        this.wakePause = undefined;
-        resolve();
-      };
-      const timer = clock.setTimeout(wake, delayMs);
-      this.wakePause = wake;
+    const { wait, wake } = interruptibleWait(this.target.clock, delayMs);
+    this.wakePause = wake;
+    return wait.then(() => {
+      this.wakePause = undefined;
     });
   }
 }

@@ -1,4 +1,5 @@
 import type { HopperClient } from "./client.js";
+import { interruptibleWait } from "./clock.js";
 import { HopperError } from "./errors.js";
 import { LeaseHeartbeat } from "./lease-heartbeat.js";
 import {
@@ -240,15 +241,10 @@ class QueueWorker {
 
   /** Waits `delayMs` on the client's clock, or until `stop()`. */
   private pause(delayMs: number): Promise<void> {
-    const { clock } = this.client;
-    return new Promise((resolve) => {
-      const wake = () => {
-        clock.clearTimeout(timer);
-        this.wakePause = undefined;
-        resolve();
-      };
-      const timer = clock.setTimeout(wake, delayMs);
-      this.wakePause = wake;
+    const { wait, wake } = interruptibleWait(this.client.clock, delayMs);
+    this.wakePause = wake;
+    return wait.then(() => {
+      this.wakePause = undefined;
     });
   }
 }
