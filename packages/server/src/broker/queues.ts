@@ -256,22 +256,26 @@ export class QueueBroker {
     items: { message: OutgoingMessage; queues: string[] }[],
   ): Promise<({ id: string; routed: number } | { error: HopperError })[]> {
     const now = this.clock.now();
+    // Each queue is looked up once per call: a missing one refuses every item routed to it.
+    const records = new Map<string, QueueRecord | HopperError>();
+    for (const name of new Set(items.flatMap((item) => item.queues)))
+      records.set(name, await this.queueOrError(name));
     const sends = new Map<string, { queue: QueueRecord; messages: NewMessage[]; firstVisibleAt: number }>();
     const results: ({ id: string; routed: number } | { error: HopperError })[] = [];
     for (const { message, queues } of items) {
-      const refusal = await this.refusal(message, queues);
+      const targets = queues.map((name) => records.get(name) as QueueRecord | HopperError);
+      const refusal = refusalOf(message, targets);
       if (refusal) {
         results.push({ error: refusal });
         continue;
       }
       const id = this.newId();
-      for (const name of queues) {
-        const queue = await this.queue(name);
+      for (const queue of targets as QueueRecord[]) {
         const visibleAt = now + (message.delayMs ?? queue.attributes.delayMs);
-        let send = sends.get(name);
+        let send = sends.get(queue.name);
         if (!send) {
           send = { queue, messages: [], firstVisibleAt: visibleAt };
-          sends.set(name, send);
+          sends.set(queue.name, send);
         }
         send.firstVisibleAt = Math.min(send.firstVisibleAt, visibleAt);
         send.messages.push({
@@ -299,20 +303,14 @@ export class QueueBroker {
     return results;
   }
 
-  /** Why one of `queues` would refuse the message, if any does. */
-  private async refusal(message: OutgoingMessage, queues: string[]): Promise<HopperError | undefined> {
-    for (const name of queues) {
-      let queue: QueueRecord;
-      try {
-        queue = await this.queue(name);
-      } catch (error) {
-        if (error instanceof HopperError) return error;
-        throw error;
-      }
-      const error = checkMessage(message, queue.attributes);
-      if (error) return error;
+  /** The queue, or the catalog error that says why there is none. */
+  private async queueOrError(name: string): Promise<QueueRecord | HopperError> {
+    try {
+      return await this.queue(name);
+    } catch (error) {
+      if (error instanceof HopperError) return error;
+      throw error;
     }
-    return undefined;
   }
 
   /**
@@ -613,6 +611,19 @@ function checkDelay(delayMs: number): void {
   if (!Number.isInteger(delayMs) || delayMs < 0 || delayMs > limits.retryDelayMsMax) {
     throw new HopperError("invalid_request", `delayMs must be from 0 to ${limits.retryDelayMsMax}.`);
   }
+}
+
+/** Why one of the target queues (or a missing one) refuses the message, if any does. */
+function refusalOf(
+  message: OutgoingMessage,
+  targets: (QueueRecord | HopperError)[],
+): HopperError | undefined {
+  for (const target of targets) {
+    if (target instanceof HopperError) return target;
+    const error = checkMessage(message, target.attributes);
+    if (error) return error;
+  }
+  return undefined;
 }
 
 function checkMessage(message: OutgoingMessage, attributes: QueueAttributes): HopperError | undefined {
