@@ -11,7 +11,8 @@
  *   frontend message:  [type: 1 byte][length incl. itself: int32][payload]
  *   startup message:   [length: int32][protocol or request code: int32][payload]   (no type byte)
  */
-import { connect, createServer, type Server, type Socket } from "node:net";
+import type { Socket } from "node:net";
+import { TcpRelay } from "./tcp-relay.js";
 
 /** SSLRequest and GSSENCRequest come before the real startup message, which then follows untyped. */
 const encryptionRequestCodes = new Set([80877103, 80877104]);
@@ -26,34 +27,26 @@ export interface WireCounts {
 export class PgWireCounter {
   private roundTrips = 0;
   private readonly statements = new Map<string, number>();
-  private readonly sockets = new Set<Socket>();
 
-  private constructor(
-    private readonly server: Server,
-    private readonly upstream: { host: string; port: number },
-  ) {}
+  private relay: TcpRelay | undefined;
 
   /** Starts relaying on a free loopback port to the host and port of `url`. */
   static async start(url: string): Promise<PgWireCounter> {
     const target = new URL(url);
-    const upstream = { host: target.hostname, port: Number(target.port || 5432) };
-    const server = createServer();
-    const counter = new PgWireCounter(server, upstream);
-    server.on("connection", (socket) => counter.relay(socket));
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(0, "127.0.0.1", () => resolve());
-    });
+    const counter = new PgWireCounter();
+    counter.relay = await TcpRelay.start(
+      { host: target.hostname, port: Number(target.port || 5432) },
+      (client, server) => counter.pass(client, server),
+    );
     return counter;
   }
 
   /** `url` with its host and port replaced by the relay's. */
   relayUrl(url: string): string {
-    const address = this.server.address();
-    if (address === null || typeof address === "string") throw new Error("the relay is not listening");
+    if (!this.relay) throw new Error("the relay is not listening");
     const relayed = new URL(url);
     relayed.hostname = "127.0.0.1";
-    relayed.port = String(address.port);
+    relayed.port = String(this.relay.port);
     return relayed.toString();
   }
 
@@ -62,24 +55,11 @@ export class PgWireCounter {
   }
 
   async close(): Promise<void> {
-    for (const socket of this.sockets) socket.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await this.relay?.close();
   }
 
-  private relay(client: Socket): void {
-    const server = connect(this.upstream.port, this.upstream.host);
-    this.sockets.add(client);
-    this.sockets.add(server);
-    const end = () => {
-      client.destroy();
-      server.destroy();
-      this.sockets.delete(client);
-      this.sockets.delete(server);
-    };
-    client.on("error", end);
-    server.on("error", end);
-    client.on("close", end);
-    server.on("close", end);
+  /** Server bytes go straight back; client bytes are read as frontend messages on their way. */
+  private pass(client: Socket, server: Socket): void {
     server.pipe(client);
     const parser = new FrontendParser((type, payload) => this.count(type, payload));
     client.on("data", (chunk: Buffer) => {

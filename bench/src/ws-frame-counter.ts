@@ -9,7 +9,8 @@
  *
  *   frame: [FIN, RSV, opcode: 1 byte][MASK, length: 1 byte][length: 0, 2 or 8 bytes][mask: 0 or 4][payload]
  */
-import { connect, createServer, type Server, type Socket } from "node:net";
+import type { Socket } from "node:net";
+import { TcpRelay } from "./tcp-relay.js";
 
 /** The op of a server frame is in its first bytes: `{"op":"deliver",…`. */
 const opPrefixBytes = 32;
@@ -24,32 +25,24 @@ export class WsFrameCounter {
   /** By name: `ws→ ack` (client frames by op), `ws→ ack receipts`, `ws← deliver` (server frames by
    * op), `ws← chunks` (TCP reads from the server on WebSocket connections). */
   private readonly counts = new Map<string, number>();
-  private readonly sockets = new Set<Socket>();
 
-  private constructor(
-    private readonly server: Server,
-    private readonly upstream: { host: string; port: number },
-  ) {}
+  private relay: TcpRelay | undefined;
 
   /** Starts relaying on a free loopback port to the host and port of the server's `url`. */
   static async start(url: string): Promise<WsFrameCounter> {
     const target = new URL(url);
-    const upstream = { host: target.hostname, port: Number(target.port) };
-    const server = createServer();
-    const counter = new WsFrameCounter(server, upstream);
-    server.on("connection", (socket) => counter.relay(socket));
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(0, "127.0.0.1", () => resolve());
-    });
+    const counter = new WsFrameCounter();
+    counter.relay = await TcpRelay.start(
+      { host: target.hostname, port: Number(target.port) },
+      (client, server) => counter.pass(client, server),
+    );
     return counter;
   }
 
   /** The server's URL with the relay's host and port. */
   get url(): string {
-    const address = this.server.address();
-    if (address === null || typeof address === "string") throw new Error("the relay is not listening");
-    return `http://127.0.0.1:${address.port}`;
+    if (!this.relay) throw new Error("the relay is not listening");
+    return `http://127.0.0.1:${this.relay.port}`;
   }
 
   snapshot(): Record<string, number> {
@@ -57,28 +50,15 @@ export class WsFrameCounter {
   }
 
   async close(): Promise<void> {
-    for (const socket of this.sockets) socket.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await this.relay?.close();
   }
 
   private add(name: string, count = 1): void {
     this.counts.set(name, (this.counts.get(name) ?? 0) + count);
   }
 
-  private relay(client: Socket): void {
-    const server = connect(this.upstream.port, this.upstream.host);
-    this.sockets.add(client);
-    this.sockets.add(server);
-    const end = () => {
-      client.destroy();
-      server.destroy();
-      this.sockets.delete(client);
-      this.sockets.delete(server);
-    };
-    client.on("error", end);
-    server.on("error", end);
-    client.on("close", end);
-    server.on("close", end);
+  /** Moves the bytes both ways, reading WebSocket frames on the way once the upgrade is seen. */
+  private pass(client: Socket, server: Socket): void {
     // Both directions start as HTTP; the request's head says whether this is a WebSocket upgrade.
     let isWebSocket: boolean | undefined;
     let requestHead = Buffer.alloc(0);
