@@ -54,6 +54,17 @@ export const limits = {
   /** In-flight messages per queue, as SQS's 120,000: a receive beyond it returns nothing. */
   inFlightMax: 120_000,
 
+  /** A queue's maxDepth: a bound that the depth counter, not a scan, enforces. */
+  maxDepthMax: 1_000_000_000,
+  /** How long a dedupId may be remembered: SQS keeps 5 minutes; a day covers retries across outages. */
+  dedupWindowMsMax: 24 * hour,
+  /** Redrive tasks kept per server, running or finished (finished ones are forgotten first). */
+  tasksMax: 1000,
+  /** How long a finished task can still be read. */
+  taskKeepMs: 1 * hour,
+  /** Messages per redrive step: one transaction. */
+  redriveBatchMax: 100,
+
   queuesMax: 10_000,
   /** Concurrent long polls per server: each holds a socket and a timer. */
   waitersMax: 10_000,
@@ -67,6 +78,8 @@ export const queueDefaults = {
   receiveWaitMs: 0,
   maxMessageBytes: limits.messageBytesMax,
   retry: { initialDelayMs: 1 * second, multiplier: 2, maxDelayMs: 15 * minute, jitter: "full" as const },
+  /** FIFO queues deduplicate for 5 minutes unless told otherwise, as SQS FIFO queues do. */
+  fifoDedupWindowMs: 5 * minute,
 } as const;
 
 export const durations = { second, minute, hour, day } as const;

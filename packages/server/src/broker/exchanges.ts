@@ -15,7 +15,10 @@ export interface PublishItem {
 }
 
 /** `id` is null when the message reached no queue and so was never stored. */
-export type PublishResult = { id: string | null; routed: number } | { error: HopperError };
+/** `routed`: copies stored; `duplicate`: every destination queue already had it (by dedupId). */
+export type PublishResult =
+  | { id: string | null; routed: number; duplicate: boolean }
+  | { error: HopperError };
 
 const namePattern = new RegExp(limits.namePattern);
 
@@ -129,6 +132,6 @@ export class ExchangeBroker {
       results[index] = written[i];
     });
     // What is left unanswered reached no queue and was not mandatory: it was never stored.
-    return results.map((result) => result ?? { id: null, routed: 0 });
+    return results.map((result) => result ?? { id: null, routed: 0, duplicate: false });
   }
 }

@@ -5,7 +5,13 @@
  */
 import { HopperError } from "../errors.js";
 import { limits, queueDefaults } from "../limits.js";
-import type { DeadLetterTarget, QueueAttributes, QueueKind, RetryPolicy } from "../store/store.js";
+import type {
+  DeadLetterTarget,
+  OverflowPolicy,
+  QueueAttributes,
+  QueueKind,
+  RetryPolicy,
+} from "../store/store.js";
 
 /** The attributes as the API accepts them (API.md "Queues"). */
 export interface QueueAttributesInput {
@@ -20,23 +26,17 @@ export interface QueueAttributesInput {
     | { exchange: string; routingKey?: string; maxDeliveries: number }
     | null;
   retry?: Partial<RetryPolicy>;
-  maxDepth?: number;
-  overflow?: "reject" | "drop-oldest" | "dead-letter-oldest";
+  maxDepth?: number | null;
+  overflow?: OverflowPolicy;
   dedupWindowMs?: number;
+  contentBasedDedup?: boolean;
   pushbackDepth?: number;
   pushbackAgeMs?: number;
   alerts?: Record<string, number>;
 }
 
 /** Attributes that API.md names but this version does not implement yet; refused, never ignored. */
-const notYetImplemented = [
-  "maxDepth",
-  "overflow",
-  "dedupWindowMs",
-  "pushbackDepth",
-  "pushbackAgeMs",
-  "alerts",
-] as const;
+const notYetImplemented = ["pushbackDepth", "pushbackAgeMs", "alerts"] as const;
 
 export const defaultAttributes: QueueAttributes = {
   visibilityTimeoutMs: queueDefaults.visibilityTimeoutMs,
@@ -46,7 +46,18 @@ export const defaultAttributes: QueueAttributes = {
   maxMessageBytes: queueDefaults.maxMessageBytes,
   deadLetter: null,
   retry: { ...queueDefaults.retry },
+  maxDepth: null,
+  overflow: "reject",
+  dedupWindowMs: 0,
+  contentBasedDedup: false,
 };
+
+/** A new queue's attributes before the client's: FIFO queues deduplicate by default, as SQS's do. */
+export function initialAttributes(kind: QueueKind): QueueAttributes {
+  return kind === "fifo"
+    ? { ...defaultAttributes, dedupWindowMs: queueDefaults.fifoDedupWindowMs }
+    : defaultAttributes;
+}
 
 function checkRange(name: string, value: number, min: number, max: number): void {
   if (!Number.isInteger(value) || value < min || value > max) {
@@ -70,9 +81,6 @@ export function resolveAttributes(
       });
     }
   }
-  if (input.kind === "fifo") {
-    throw new HopperError("not_implemented", "FIFO queues are not implemented yet.", { attribute: "kind" });
-  }
   const next: QueueAttributes = {
     visibilityTimeoutMs: input.visibilityTimeoutMs ?? current.visibilityTimeoutMs,
     retentionMs: input.retentionMs ?? current.retentionMs,
@@ -84,6 +92,10 @@ export function resolveAttributes(
         ? current.deadLetter
         : input.deadLetter && resolveDeadLetter(queueName, input.deadLetter),
     retry: { ...current.retry, ...input.retry },
+    maxDepth: input.maxDepth === undefined ? current.maxDepth : input.maxDepth,
+    overflow: input.overflow ?? current.overflow,
+    dedupWindowMs: input.dedupWindowMs ?? current.dedupWindowMs,
+    contentBasedDedup: input.contentBasedDedup ?? current.contentBasedDedup,
   };
   checkRange("visibilityTimeoutMs", next.visibilityTimeoutMs, 0, limits.visibilityTimeoutMsMax);
   checkRange("retentionMs", next.retentionMs, limits.retentionMsMin, limits.retentionMsMax);
@@ -95,6 +107,18 @@ export function resolveAttributes(
   if (!(next.retry.multiplier >= 1 && next.retry.multiplier <= 10)) {
     throw new HopperError("invalid_attribute", "retry.multiplier must be from 1 to 10.", {
       attribute: "retry.multiplier",
+    });
+  }
+  if (next.maxDepth !== null) checkRange("maxDepth", next.maxDepth, 1, limits.maxDepthMax);
+  checkRange("dedupWindowMs", next.dedupWindowMs, 0, limits.dedupWindowMsMax);
+  if (next.contentBasedDedup && next.dedupWindowMs === 0) {
+    throw new HopperError("invalid_attribute", "contentBasedDedup needs a dedupWindowMs above 0.", {
+      attribute: "contentBasedDedup",
+    });
+  }
+  if (next.overflow === "dead-letter-oldest" && !next.deadLetter) {
+    throw new HopperError("invalid_attribute", "overflow dead-letter-oldest needs a deadLetter target.", {
+      attribute: "overflow",
     });
   }
   if (next.deadLetter) {

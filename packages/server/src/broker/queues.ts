@@ -7,21 +7,25 @@ import { HopperError } from "../errors.js";
 import { uuidv7Generator } from "../ids.js";
 import { limits } from "../limits.js";
 import type { Random } from "../random.js";
-import type {
-  DeadLetterRoute,
-  LeasedMessage,
-  MessageState,
-  NewMessage,
-  QueueAttributes,
-  QueueKind,
-  QueueRecord,
-  ReceiptResult,
-  Store,
-  StoredMessage,
-  StoreEvent,
+import {
+  type DeadLetterRoute,
+  dedupIdFor,
+  type LeasedMessage,
+  type MessageState,
+  type NewMessage,
+  type QueueAttributes,
+  type QueueKind,
+  type QueueRecord,
+  type QueueSend,
+  type ReceiptResult,
+  type SendPolicy,
+  type Store,
+  type StoredMessage,
+  type StoreEvent,
+  sendPolicyOf,
 } from "../store/store.js";
 import {
-  defaultAttributes,
+  initialAttributes,
   type QueueAttributesInput,
   resolveAttributes,
   retryDelayMs,
@@ -37,9 +41,13 @@ export interface OutgoingMessage {
   headers?: Record<string, string>;
   key?: string;
   delayMs?: number;
+  /** 0–9 in a standard queue; a FIFO queue refuses any but 0. */
+  priority?: number;
+  dedupId?: string;
 }
 
-export type SendResult = { id: string; duplicate: false } | { error: HopperError };
+/** `duplicate`: the message was not stored again; `id` is the one stored first under its dedupId. */
+export type SendResult = { id: string; duplicate: boolean } | { error: HopperError };
 export type ItemResult = { ok: true } | { error: HopperError };
 
 export interface QueueStats {
@@ -56,6 +64,8 @@ export interface QueueStats {
   expired: number;
   deadLettered: number;
   purged: number;
+  dropped: number;
+  redriven: number;
 }
 
 export interface QueueInfo {
@@ -174,7 +184,7 @@ export class QueueBroker {
         kind: existing.kind,
       });
     }
-    const attributes = resolveAttributes(name, existing?.attributes ?? defaultAttributes, input);
+    const attributes = resolveAttributes(name, existing?.attributes ?? initialAttributes(kind), input);
     const { created, queue } = await this.store.queueUpsert({
       name,
       kind,
@@ -244,63 +254,102 @@ export class QueueBroker {
     checkBatchSize(messages.length);
     await this.queue(name);
     const results = await this.sendCopies(messages.map((message) => ({ message, queues: [name] })));
-    return results.map((result) => ("error" in result ? result : { id: result.id, duplicate: false }));
+    return results.map((result) =>
+      "error" in result ? result : { id: result.id, duplicate: result.duplicate },
+    );
   }
 
   /**
    * Stores a copy of each message in each of its queues, all in one transaction: an item lands in
    * every one of its queues or, if any of them refuses it (too large for that queue, say), in none and
-   * gets its own error. Every copy of an item has the same id. This is an exchange publish's write.
+   * gets its own error. Every copy of an item has the same id. Each queue applies its own
+   * deduplication and overflow policy; a queue that refuses by overflow (queue_full) fails the whole
+   * call, which then stores nothing. `routed` counts the copies stored; an item that every queue
+   * already had is a `duplicate`, answered with the id stored first. This is an exchange publish's
+   * write.
    */
   async sendCopies(
     items: { message: OutgoingMessage; queues: string[] }[],
-  ): Promise<({ id: string; routed: number } | { error: HopperError })[]> {
+  ): Promise<({ id: string; routed: number; duplicate: boolean } | { error: HopperError })[]> {
     const now = this.clock.now();
     // Each queue is looked up once per call: a missing one refuses every item routed to it.
     const records = new Map<string, QueueRecord | HopperError>();
     for (const name of new Set(items.flatMap((item) => item.queues)))
       records.set(name, await this.queueOrError(name));
-    const sends = new Map<string, { queue: QueueRecord; messages: NewMessage[]; firstVisibleAt: number }>();
-    const results: ({ id: string; routed: number } | { error: HopperError })[] = [];
+    const sends = new Map<
+      string,
+      QueueSend & { queue: string; record: QueueRecord; firstVisibleAt: number }
+    >();
+    /** Where each item's copies are: its send and its index there. */
+    const placed: ({ id: string; copies: { send: QueueSend; index: number }[] } | { error: HopperError })[] =
+      [];
     for (const { message, queues } of items) {
       const targets = queues.map((name) => records.get(name) as QueueRecord | HopperError);
       const refusal = refusalOf(message, targets);
       if (refusal) {
-        results.push({ error: refusal });
+        placed.push({ error: refusal });
         continue;
       }
       const id = this.newId();
+      const copies: { send: QueueSend; index: number }[] = [];
       for (const queue of targets as QueueRecord[]) {
         const visibleAt = now + (message.delayMs ?? queue.attributes.delayMs);
         let send = sends.get(queue.name);
         if (!send) {
-          send = { queue, messages: [], firstVisibleAt: visibleAt };
+          const policy = await this.sendPolicy(queue);
+          send = { queue: queue.name, record: queue, messages: [], policy, firstVisibleAt: visibleAt };
           sends.set(queue.name, send);
         }
         send.firstVisibleAt = Math.min(send.firstVisibleAt, visibleAt);
+        copies.push({ send, index: send.messages.length });
         send.messages.push({
           id,
           body: message.body,
           contentType: message.contentType,
           headers: message.headers ?? {},
           key: message.key ?? null,
+          priority: message.priority ?? 0,
+          dedupId: dedupIdFor(message, queue.attributes),
           publishedAt: now,
           visibleAt,
         });
       }
-      results.push({ id, routed: queues.length });
+      placed.push({ id, copies });
     }
-    if (sends.size === 0) return results;
-    await this.store.queueSendMany({
-      sends: [...sends.values()].map((send) => ({ queue: send.queue.name, messages: send.messages })),
+    if (sends.size === 0)
+      return placed.map((item) => ("error" in item ? item : { id: item.id, routed: 0, duplicate: false }));
+    const all = [...sends.values()];
+    const answers = await this.store.queueSendMany({
+      sends: all.map(({ queue, messages, policy }) => ({ queue, messages, policy })),
+      now,
     });
-    for (const send of sends.values()) {
-      const name = send.queue.name;
-      if (send.firstVisibleAt <= now) this.waiters.notify(name);
-      else this.scheduler.offer(name, send.firstVisibleAt);
-      this.scheduler.offer(name, now + send.queue.attributes.retentionMs);
-    }
-    return results;
+    const idsOf = new Map(all.map((send, i) => [send as QueueSend, answers[i]?.ids ?? []]));
+    for (const send of all) this.sent(send.record, send.policy, send.firstVisibleAt, now);
+    return placed.map((item) => {
+      if ("error" in item) return item;
+      const answered = item.copies.map(({ send, index }) => idsOf.get(send)?.[index] ?? item.id);
+      const routed = answered.filter((id) => id === item.id).length;
+      const duplicate = routed === 0 && answered.length > 0;
+      return { id: duplicate ? (answered[0] as string) : item.id, routed, duplicate };
+    });
+  }
+
+  /** After a send committed: wake long polls, and set the timers its messages need. */
+  private sent(queue: QueueRecord, policy: SendPolicy, firstVisibleAt: number, now: number): void {
+    const name = queue.name;
+    if (firstVisibleAt <= now) this.waiters.notify(name);
+    else this.scheduler.offer(name, firstVisibleAt);
+    this.scheduler.offer(name, now + queue.attributes.retentionMs);
+    // The sweep forgets dedupIds whose window ended.
+    if (policy.dedupWindowMs > 0) this.scheduler.offer(name, now + policy.dedupWindowMs);
+    if (policy.overflow?.policy === "dead-letter-oldest") this.deadLettered(policy.overflow.deadLetter, 1);
+  }
+
+  /** What a send into the queue applies: its deduplication and overflow policy. */
+  private async sendPolicy(queue: QueueRecord): Promise<SendPolicy> {
+    const needsRoute =
+      queue.attributes.maxDepth !== null && queue.attributes.overflow === "dead-letter-oldest";
+    return sendPolicyOf(queue.attributes, needsRoute ? await this.deadLetterRoute(queue) : null);
   }
 
   /** The queue, or the catalog error that says why there is none. */
@@ -326,6 +375,8 @@ export class QueueBroker {
       signal?: AbortSignal;
       /** False for a push consumer's own receives: it counts itself, for as long as it lives. */
       countAsConsumer?: boolean;
+      /** At most once: the messages are deleted as they are leased, and lost if the caller fails. */
+      autoAck?: boolean;
     },
   ): Promise<LeasedMessage[]> {
     const max = options.max ?? 1;
@@ -340,8 +391,8 @@ export class QueueBroker {
     try {
       for (;;) {
         const version = this.waiters.version(name);
-        const leased = await this.lease(queue, max, options.visibilityTimeoutMs);
-        if (options.signal?.aborted) {
+        const leased = await this.lease(queue, max, options.visibilityTimeoutMs, options.autoAck);
+        if (options.signal?.aborted && !options.autoAck) {
           // The caller left while the lease was being taken: hand the messages back at once rather
           // than let them wait out a lease nobody holds.
           if (leased.length > 0)
@@ -382,6 +433,7 @@ export class QueueBroker {
     queue: QueueRecord,
     max: number,
     visibilityTimeoutMs?: number,
+    autoAck = false,
   ): Promise<LeasedMessage[]> {
     const now = this.clock.now();
     const leaseMs = visibilityTimeoutMs ?? queue.attributes.visibilityTimeoutMs;
@@ -395,8 +447,9 @@ export class QueueBroker {
       expiredBefore: now - queue.attributes.retentionMs,
       inFlightMax: limits.inFlightMax,
       deadLetter,
+      autoAck,
     });
-    if (messages.length > 0) this.scheduler.offer(queue.name, leaseExpiresAt);
+    if (messages.length > 0 && !autoAck) this.scheduler.offer(queue.name, leaseExpiresAt);
     this.deadLettered(deadLetter, deadLettered);
     return messages;
   }
@@ -559,7 +612,7 @@ export class QueueBroker {
     const expiredBefore = now - queue.attributes.retentionMs;
     let expired: number;
     do {
-      ({ expired } = await this.store.queueExpire({ queue: name, expiredBefore, max: expireBatchMax }));
+      ({ expired } = await this.store.queueExpire({ queue: name, expiredBefore, max: expireBatchMax, now }));
     } while (expired === expireBatchMax);
     const deadLetter = await this.deadLetterRoute(queue);
     if (deadLetter) {
@@ -620,13 +673,29 @@ function refusalOf(
 ): HopperError | undefined {
   for (const target of targets) {
     if (target instanceof HopperError) return target;
-    const error = checkMessage(message, target.attributes);
+    const error = checkMessage(message, target);
     if (error) return error;
   }
   return undefined;
 }
 
-function checkMessage(message: OutgoingMessage, attributes: QueueAttributes): HopperError | undefined {
+function checkMessage(message: OutgoingMessage, queue: QueueRecord): HopperError | undefined {
+  const attributes = queue.attributes;
+  if (queue.kind === "fifo" && message.priority !== undefined && message.priority !== 0) {
+    return new HopperError(
+      "invalid_request",
+      "A FIFO queue delivers in order per key: it has no priorities.",
+      {
+        queue: queue.name,
+      },
+    );
+  }
+  if (
+    message.priority !== undefined &&
+    !(Number.isInteger(message.priority) && message.priority >= 0 && message.priority <= 9)
+  ) {
+    return new HopperError("invalid_request", "priority must be an integer from 0 to 9.");
+  }
   if (message.body.length > attributes.maxMessageBytes) {
     return new HopperError(
       "message_too_large",

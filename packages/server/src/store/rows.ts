@@ -5,6 +5,14 @@
  */
 import type { QueueAttributes, QueueKind, QueueRecord, StoredMessage } from "./store.js";
 
+/** Attributes added after a queue may have been stored: their values for a queue stored before. */
+const laterAttributes = {
+  maxDepth: null,
+  overflow: "reject",
+  dedupWindowMs: 0,
+  contentBasedDedup: false,
+} as const satisfies Partial<QueueAttributes>;
+
 export interface QueueRow<Attributes = QueueAttributes> {
   queue_id: number;
   name: string;
@@ -19,6 +27,8 @@ export interface QueueRow<Attributes = QueueAttributes> {
   expired: number;
   dead_lettered: number;
   purged: number;
+  dropped: number;
+  redriven: number;
 }
 
 export interface MessageRow {
@@ -34,13 +44,19 @@ export interface MessageRow {
   delivery_count: number;
   first_delivered_at: number | null;
   lease_token: number | null;
+  priority: number;
+  dedup_id: string | null;
+  /** FIFO queues only: the group (the key, or "" without one); NULL in a standard queue. */
+  group_key: string | null;
+  /** FIFO queues only: 1 on the oldest message of its group, the only one that can be leased. */
+  head: number | boolean;
 }
 
 export function toQueueRecord(row: QueueRow): QueueRecord {
   return {
     name: row.name,
     kind: row.kind,
-    attributes: row.attributes,
+    attributes: { ...laterAttributes, ...row.attributes },
     createdAt: row.created_at,
     counters: {
       published: row.published,
@@ -51,6 +67,8 @@ export function toQueueRecord(row: QueueRow): QueueRecord {
       expired: row.expired,
       deadLettered: row.dead_lettered,
       purged: row.purged,
+      dropped: row.dropped,
+      redriven: row.redriven,
     },
   };
 }
@@ -62,6 +80,8 @@ export function toStoredMessage(row: MessageRow): StoredMessage {
     contentType: row.content_type,
     headers: row.headers ? (JSON.parse(row.headers) as Record<string, string>) : {},
     key: row.key,
+    priority: row.priority,
+    dedupId: row.dedup_id,
     publishedAt: row.published_at,
     visibleAt: row.visible_at,
     deliveryCount: row.delivery_count,

@@ -5,7 +5,14 @@
 import assert from "node:assert/strict";
 import { afterEach, beforeEach, describe, test } from "node:test";
 import { HopperError } from "../errors.js";
-import { deadLetterHeaders, type QueueAttributes, type Store } from "./store.js";
+import {
+  deadLetterHeaders,
+  type NewMessage,
+  noSendPolicy,
+  type QueueAttributes,
+  type SendPolicy,
+  type Store,
+} from "./store.js";
 
 export interface StoreFactory {
   name: string;
@@ -23,17 +30,33 @@ const attributes: QueueAttributes = {
   maxMessageBytes: 1024,
   deadLetter: null,
   retry: { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 60_000, jitter: "none" },
+  maxDepth: null,
+  overflow: "reject",
+  dedupWindowMs: 0,
+  contentBasedDedup: false,
 };
 
 let nextId = 0;
-function message(overrides: { publishedAt?: number; visibleAt?: number; body?: string; key?: string } = {}) {
+function message(
+  overrides: {
+    publishedAt?: number;
+    visibleAt?: number;
+    body?: string;
+    key?: string;
+    priority?: number;
+    dedupId?: string;
+    headers?: Record<string, string>;
+  } = {},
+): NewMessage {
   const publishedAt = overrides.publishedAt ?? t0;
   return {
     id: `id-${++nextId}`,
     body: Buffer.from(overrides.body ?? `body-${nextId}`),
     contentType: "text/plain",
-    headers: { "x-test": "yes" },
+    headers: overrides.headers ?? { "x-test": "yes" },
     key: overrides.key ?? null,
+    priority: overrides.priority ?? 0,
+    dedupId: overrides.dedupId ?? null,
     publishedAt,
     visibleAt: overrides.visibleAt ?? publishedAt,
   };
@@ -46,6 +69,19 @@ async function rejectsWith(promise: Promise<unknown>, code: string): Promise<voi
 export function exerciseStore(factory: StoreFactory): void {
   describe(`Store conformance: ${factory.name}`, () => {
     let store: Store;
+    /** One queue's send, with no policy unless given; answers the ids that stand for the messages. */
+    const send = async (params: {
+      queue: string;
+      messages: NewMessage[];
+      policy?: SendPolicy;
+      now?: number;
+    }) => {
+      const [result] = await store.queueSendMany({
+        sends: [{ queue: params.queue, messages: params.messages, policy: params.policy ?? noSendPolicy }],
+        now: params.now ?? t0,
+      });
+      return result?.ids ?? [];
+    };
     const lease = (
       queue: string,
       now: number,
@@ -74,7 +110,7 @@ export function exerciseStore(factory: StoreFactory): void {
 
     describe("queues", () => {
       test("upsert creates once, then updates attributes and keeps counters", async () => {
-        await store.queueSend({ queue: "q", messages: [message()] });
+        await send({ queue: "q", messages: [message()] });
         const updated = await store.queueUpsert({
           name: "q",
           kind: "standard",
@@ -115,7 +151,7 @@ export function exerciseStore(factory: StoreFactory): void {
       });
 
       test("delete removes the queue with its messages and says how many", async () => {
-        await store.queueSend({ queue: "q", messages: [message(), message()] });
+        await send({ queue: "q", messages: [message(), message()] });
         assert.deepEqual(await store.queueDelete({ name: "q" }), { removed: 2 });
         assert.equal(await store.queueGet({ name: "q" }), undefined);
         await rejectsWith(store.queueDelete({ name: "q" }), "queue_not_found");
@@ -138,11 +174,11 @@ export function exerciseStore(factory: StoreFactory): void {
 
     describe("send and depth", () => {
       test("send to a missing queue stores nothing", async () => {
-        await rejectsWith(store.queueSend({ queue: "nope", messages: [message()] }), "queue_not_found");
+        await rejectsWith(send({ queue: "nope", messages: [message()] }), "queue_not_found");
       });
 
       test("depth counts available, delayed and in flight, and the oldest publish time", async () => {
-        await store.queueSend({
+        await send({
           queue: "q",
           messages: [
             message({ publishedAt: t0 }),
@@ -171,7 +207,7 @@ export function exerciseStore(factory: StoreFactory): void {
         const first = message({ publishedAt: t0, visibleAt: t0 + 5 });
         const second = message({ publishedAt: t0, visibleAt: t0 + 1 });
         const later = message({ publishedAt: t0, visibleAt: t0 + 100 });
-        await store.queueSend({ queue: "q", messages: [first, second, later] });
+        await send({ queue: "q", messages: [first, second, later] });
         const { messages } = await lease("q", t0 + 10, 5);
         assert.deepEqual(
           messages.map((m) => m.id),
@@ -193,7 +229,7 @@ export function exerciseStore(factory: StoreFactory): void {
       });
 
       test("an expired lease makes the message available again with a new receipt and count + 1", async () => {
-        await store.queueSend({ queue: "q", messages: [message()] });
+        await send({ queue: "q", messages: [message()] });
         const [first] = (await lease("q", t0)).messages;
         assert.equal((await lease("q", t0 + 29_999)).messages.length, 0);
         const [second] = (await lease("q", t0 + 30_000)).messages;
@@ -208,7 +244,7 @@ export function exerciseStore(factory: StoreFactory): void {
       });
 
       test("a stale receipt cannot ack a message another consumer holds", async () => {
-        await store.queueSend({ queue: "q", messages: [message()] });
+        await send({ queue: "q", messages: [message()] });
         const [first] = (await lease("q", t0)).messages;
         const [second] = (await lease("q", t0 + 30_000)).messages;
         assert.ok(first && second);
@@ -221,7 +257,7 @@ export function exerciseStore(factory: StoreFactory): void {
       });
 
       test("an acked message never comes back, and a second ack is stale", async () => {
-        await store.queueSend({ queue: "q", messages: [message()] });
+        await send({ queue: "q", messages: [message()] });
         const [leased] = (await lease("q", t0)).messages;
         assert.ok(leased);
         assert.deepEqual(await store.queueAck({ queue: "q", receipts: [leased.receipt] }), [{ ok: true }]);
@@ -233,7 +269,7 @@ export function exerciseStore(factory: StoreFactory): void {
       });
 
       test("a late ack succeeds while no one else has leased the message", async () => {
-        await store.queueSend({ queue: "q", messages: [message()] });
+        await send({ queue: "q", messages: [message()] });
         const [leased] = (await lease("q", t0)).messages;
         assert.ok(leased);
         assert.deepEqual(await store.queueAck({ queue: "q", receipts: [leased.receipt] }), [{ ok: true }]);
@@ -241,7 +277,7 @@ export function exerciseStore(factory: StoreFactory): void {
 
       test("receipts are checked per item: malformed, from another queue, or valid", async () => {
         await store.queueUpsert({ name: "other", kind: "standard", attributes, now: t0 });
-        await store.queueSend({ queue: "q", messages: [message(), message()] });
+        await send({ queue: "q", messages: [message(), message()] });
         const [a, b] = (await lease("q", t0)).messages;
         assert.ok(a && b);
         assert.deepEqual(await store.queueAck({ queue: "other", receipts: [a.receipt] }), [
@@ -255,7 +291,7 @@ export function exerciseStore(factory: StoreFactory): void {
       });
 
       test("a receipt given twice in one batch counts once; the repeat is stale", async () => {
-        await store.queueSend({ queue: "q", messages: [message(), message()] });
+        await send({ queue: "q", messages: [message(), message()] });
         const [a, b] = (await lease("q", t0, 2)).messages;
         assert.ok(a && b);
         const twice = [a.receipt, a.receipt];
@@ -271,7 +307,7 @@ export function exerciseStore(factory: StoreFactory): void {
       });
 
       test("lease respects the in-flight ceiling", async () => {
-        await store.queueSend({ queue: "q", messages: [message(), message(), message()] });
+        await send({ queue: "q", messages: [message(), message(), message()] });
         const leaseCapped = (now: number) =>
           store.queueLease({
             queue: "q",
@@ -287,13 +323,13 @@ export function exerciseStore(factory: StoreFactory): void {
       });
 
       test("messages past retention are not leased", async () => {
-        await store.queueSend({ queue: "q", messages: [message({ publishedAt: t0 })] });
+        await send({ queue: "q", messages: [message({ publishedAt: t0 })] });
         const now = t0 + attributes.retentionMs;
         assert.equal((await lease("q", now)).messages.length, 0);
       });
 
       test("extend moves the lease's end; a stale receipt cannot extend", async () => {
-        await store.queueSend({ queue: "q", messages: [message()] });
+        await send({ queue: "q", messages: [message()] });
         const [leased] = (await lease("q", t0)).messages;
         assert.ok(leased);
         assert.deepEqual(
@@ -316,7 +352,7 @@ export function exerciseStore(factory: StoreFactory): void {
 
     describe("nack and dead letters", () => {
       test("nack ends the lease and retries after the delay it is given for the delivery count", async () => {
-        await store.queueSend({ queue: "q", messages: [message()] });
+        await send({ queue: "q", messages: [message()] });
         const [leased] = (await lease("q", t0)).messages;
         assert.ok(leased);
         const seen: number[] = [];
@@ -346,7 +382,7 @@ export function exerciseStore(factory: StoreFactory): void {
       test("a nack of the last allowed delivery dead-letters the message with the headers", async () => {
         await store.queueUpsert({ name: "dlq", kind: "standard", attributes, now: t0 });
         const original = message();
-        await store.queueSend({ queue: "q", messages: [original] });
+        await send({ queue: "q", messages: [original] });
         const [leased] = (await lease("q", t0)).messages;
         assert.ok(leased);
         const nacked = await store.queueNack({
@@ -373,7 +409,7 @@ export function exerciseStore(factory: StoreFactory): void {
 
       test("lease dead-letters an exhausted candidate instead of delivering it", async () => {
         await store.queueUpsert({ name: "dlq", kind: "standard", attributes, now: t0 });
-        await store.queueSend({ queue: "q", messages: [message(), message()] });
+        await send({ queue: "q", messages: [message(), message()] });
         const policy = { deadLetterQueue: "dlq", maxDeliveries: 1 };
         const first = await lease("q", t0, 1, policy);
         assert.equal(first.messages.length, 1);
@@ -387,7 +423,7 @@ export function exerciseStore(factory: StoreFactory): void {
 
       test("the exhausted sweep moves only leases that ended inside its window", async () => {
         await store.queueUpsert({ name: "dlq", kind: "standard", attributes, now: t0 });
-        await store.queueSend({ queue: "q", messages: [message(), message()] });
+        await send({ queue: "q", messages: [message(), message()] });
         await lease("q", t0, 1); // ends at t0 + 30 000
         await lease("q", t0 + 10, 1); // ends at t0 + 30 010
         const deadLetter = { queues: ["dlq"], maxDeliveries: 1 };
@@ -417,7 +453,7 @@ export function exerciseStore(factory: StoreFactory): void {
 
     describe("peek, purge, retention, schedule", () => {
       test("peek reads each state without leasing", async () => {
-        await store.queueSend({
+        await send({
           queue: "q",
           messages: [message(), message(), message({ visibleAt: t0 + 50_000 })],
         });
@@ -432,7 +468,7 @@ export function exerciseStore(factory: StoreFactory): void {
       });
 
       test("purge removes every message and counts them", async () => {
-        await store.queueSend({
+        await send({
           queue: "q",
           messages: [message(), message(), message({ visibleAt: t0 + 9 })],
         });
@@ -444,7 +480,7 @@ export function exerciseStore(factory: StoreFactory): void {
       });
 
       test("expire deletes only what is past retention, at most max at a time, and counts it", async () => {
-        await store.queueSend({
+        await send({
           queue: "q",
           messages: [
             message({ publishedAt: t0 }),
@@ -452,13 +488,13 @@ export function exerciseStore(factory: StoreFactory): void {
             message({ publishedAt: t0 + 2 }),
           ],
         });
-        assert.deepEqual(await store.queueExpire({ queue: "q", expiredBefore: t0 + 1, max: 1 }), {
+        assert.deepEqual(await store.queueExpire({ queue: "q", expiredBefore: t0 + 1, max: 1, now: t0 }), {
           expired: 1,
         });
-        assert.deepEqual(await store.queueExpire({ queue: "q", expiredBefore: t0 + 1, max: 10 }), {
+        assert.deepEqual(await store.queueExpire({ queue: "q", expiredBefore: t0 + 1, max: 10, now: t0 }), {
           expired: 1,
         });
-        assert.deepEqual(await store.queueExpire({ queue: "q", expiredBefore: t0 + 1, max: 10 }), {
+        assert.deepEqual(await store.queueExpire({ queue: "q", expiredBefore: t0 + 1, max: 10, now: t0 }), {
           expired: 0,
         });
         assert.equal((await store.queueGet({ name: "q" }))?.counters.expired, 2);
@@ -470,7 +506,7 @@ export function exerciseStore(factory: StoreFactory): void {
           nextVisibleAt: null,
           oldestPublishedAt: null,
         });
-        await store.queueSend({
+        await send({
           queue: "q",
           messages: [message({ publishedAt: t0, visibleAt: t0 + 500 }), message({ publishedAt: t0 + 1 })],
         });
@@ -576,9 +612,10 @@ export function exerciseStore(factory: StoreFactory): void {
         const shared = message();
         await store.queueSendMany({
           sends: [
-            { queue: "q", messages: [shared] },
-            { queue: "r", messages: [shared] },
+            { queue: "q", messages: [shared], policy: noSendPolicy },
+            { queue: "r", messages: [shared], policy: noSendPolicy },
           ],
+          now: t0,
         });
         const [inQ] = await store.queuePeek({ queue: "q", state: "available", limit: 10, now: t0 });
         const [inR] = await store.queuePeek({ queue: "r", state: "available", limit: 10, now: t0 });
@@ -587,9 +624,10 @@ export function exerciseStore(factory: StoreFactory): void {
         await rejectsWith(
           store.queueSendMany({
             sends: [
-              { queue: "q", messages: [message()] },
-              { queue: "gone", messages: [message()] },
+              { queue: "q", messages: [message()], policy: noSendPolicy },
+              { queue: "gone", messages: [message()], policy: noSendPolicy },
             ],
+            now: t0,
           }),
           "queue_not_found",
         );
@@ -604,7 +642,7 @@ export function exerciseStore(factory: StoreFactory): void {
       test("dead letters go to every queue of the route; none left means dropped, still counted", async () => {
         await store.queueUpsert({ name: "d1", kind: "standard", attributes, now: t0 });
         await store.queueUpsert({ name: "d2", kind: "standard", attributes, now: t0 });
-        await store.queueSend({ queue: "q", messages: [message(), message()] });
+        await send({ queue: "q", messages: [message(), message()] });
         const [a, b] = (await lease("q", t0, 2)).messages;
         assert.ok(a && b);
         const nack = (receipt: string, queues: string[]) =>
@@ -627,7 +665,7 @@ export function exerciseStore(factory: StoreFactory): void {
 
     describe("atomicity and concurrency", () => {
       test("concurrent leases never hand one message to two holders", async () => {
-        await store.queueSend({ queue: "q", messages: Array.from({ length: 50 }, () => message()) });
+        await send({ queue: "q", messages: Array.from({ length: 50 }, () => message()) });
         const batches = await Promise.all(Array.from({ length: 10 }, () => lease("q", t0, 7)));
         const ids = batches.flatMap((batch) => batch.messages.map((m) => m.id));
         assert.equal(ids.length, 50);
@@ -636,9 +674,9 @@ export function exerciseStore(factory: StoreFactory): void {
 
       test("a failing call in a shared commit leaves the others committed and itself unapplied", async () => {
         const results = await Promise.allSettled([
-          store.queueSend({ queue: "q", messages: [message()] }),
-          store.queueSend({ queue: "missing", messages: [message()] }),
-          store.queueSend({ queue: "q", messages: [message()] }),
+          send({ queue: "q", messages: [message()] }),
+          send({ queue: "missing", messages: [message()] }),
+          send({ queue: "q", messages: [message()] }),
         ]);
         assert.deepEqual(
           results.map((r) => r.status),

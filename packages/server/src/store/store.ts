@@ -4,8 +4,13 @@
  * retry delays, dead-letter targets) and passes it in; the store applies it atomically and knows
  * nothing of HTTP. Both the SQLite and the PostgreSQL store pass the same conformance suite.
  */
+import { createHash } from "node:crypto";
+import type { HopperError } from "../errors.js";
 
 export type QueueKind = "standard" | "fifo";
+
+/** What a send does when the queue would hold more than `maxDepth` messages (docs/queues.md). */
+export type OverflowPolicy = "reject" | "drop-oldest" | "dead-letter-oldest";
 
 export interface RetryPolicy {
   initialDelayMs: number;
@@ -61,6 +66,13 @@ export interface QueueAttributes {
   maxMessageBytes: number;
   deadLetter: DeadLetterTarget | null;
   retry: RetryPolicy;
+  /** The most messages (in every state) the queue holds, or null for no limit. */
+  maxDepth: number | null;
+  overflow: OverflowPolicy;
+  /** How long a dedupId is remembered; 0 turns deduplication off. */
+  dedupWindowMs: number;
+  /** A message without a dedupId is deduplicated by the SHA-256 of its body. */
+  contentBasedDedup: boolean;
 }
 
 /** Counters since the queue was created; every way a message leaves the queue has one. */
@@ -73,6 +85,26 @@ export interface QueueCounters {
   expired: number;
   deadLettered: number;
   purged: number;
+  /** Removed by the drop-oldest overflow policy. */
+  dropped: number;
+  /** Moved out by a redrive. */
+  redriven: number;
+}
+
+/**
+ * How many messages the queue holds now, from its counters alone: every message that arrived and has
+ * not left by one of the counted ways. The stores use it for maxDepth, so it must stay exact.
+ */
+export function depthOf(counters: QueueCounters): number {
+  return (
+    counters.published -
+    counters.acked -
+    counters.expired -
+    counters.deadLettered -
+    counters.purged -
+    counters.dropped -
+    counters.redriven
+  );
 }
 
 export interface QueueRecord {
@@ -97,8 +129,37 @@ export interface NewMessage {
   contentType: string;
   headers: Record<string, string>;
   key: string | null;
+  /** 0–9, higher leased first; always 0 in a FIFO queue. */
+  priority: number;
+  /** Set when the queue deduplicates this message (the broker leaves it null otherwise). */
+  dedupId: string | null;
   publishedAt: number;
   visibleAt: number;
+}
+
+/**
+ * What a send must apply in its queue, resolved by the broker from the queue's attributes.
+ * - Deduplication: a message whose dedupId was stored in the queue less than `dedupWindowMs` ago
+ *   (acked since or not) is not stored again; its id is answered instead. Later items of one batch
+ *   are duplicates of earlier ones with the same dedupId.
+ * - Overflow: if the queue would then hold more than `maxDepth` messages (depthOf), "reject" throws
+ *   queue_full and stores nothing of the call; "drop-oldest" deletes the oldest messages (by arrival,
+ *   in any state) down to maxDepth, counted as dropped; "dead-letter-oldest" moves them to
+ *   `deadLetter` (reason max_depth), counted as dead-lettered. Dead letters arriving from another
+ *   queue are never refused: for them "reject" lets the queue grow.
+ */
+export interface SendPolicy {
+  dedupWindowMs: number;
+  overflow: { maxDepth: number; policy: OverflowPolicy; deadLetter: DeadLetterRoute | null } | null;
+}
+
+export const noSendPolicy: SendPolicy = { dedupWindowMs: 0, overflow: null };
+
+/** One queue's part of a send: its messages, in order, and its policy. */
+export interface QueueSend {
+  queue: string;
+  messages: NewMessage[];
+  policy: SendPolicy;
 }
 
 export interface StoredMessage extends NewMessage {
@@ -168,12 +229,14 @@ export interface Store {
   queueDelete(params: { name: string }): Promise<{ removed: number }>;
   queueDepth(params: { name: string; now: number }): Promise<QueueDepth>;
 
-  /** Stores every message of the batch, all or none. Throws queue_not_found. */
-  queueSend(params: { queue: string; messages: NewMessage[] }): Promise<void>;
-
-  /** Stores each batch in its queue, all of them or none (one exchange publish). Throws
-   * queue_not_found. */
-  queueSendMany(params: { sends: { queue: string; messages: NewMessage[] }[] }): Promise<void>;
+  /**
+   * Stores each send's messages in its queue, applying its policy (SendPolicy), all of them or none
+   * (one exchange publish writes several queues). In a FIFO queue each message joins the group of
+   * its key (a message without a key is in the queue's keyless group). Answers, per send and per
+   * message, the id that stands for it: its own, or for a duplicate the original's. Throws
+   * queue_not_found and queue_full.
+   */
+  queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<{ ids: string[] }[]>;
 
   /** Creates the exchange, or updates its alternate. Throws exchange_type_mismatch. */
   exchangeUpsert(params: {
@@ -197,10 +260,15 @@ export interface Store {
   }>;
 
   /**
-   * Leases up to `max` available messages in order of visibility, each until `leaseExpiresAt`, and
-   * increments their delivery counts. A candidate already delivered `deadLetter.maxDeliveries` times
-   * is moved to the dead-letter queue instead. Messages published at or before `expiredBefore` are
-   * past retention and are neither leased nor counted here.
+   * Leases up to `max` available messages, each until `leaseExpiresAt`, and increments their delivery
+   * counts. In a standard queue: higher priority first, then in order of visibility. In a FIFO queue
+   * only the oldest message of each group (its head) can be leased, so a group has at most one
+   * message in flight and is delivered in order; groups are taken in order of their heads' visibility.
+   * A candidate already delivered `deadLetter.maxDeliveries` times is moved to the dead-letter queue
+   * instead (and in a FIFO queue the next message of its group becomes its head). Messages published
+   * at or before `expiredBefore` are past retention and are neither leased nor counted here. With
+   * `autoAck` the leased messages are deleted in the same transaction and counted as acked: the
+   * caller gets them once, at most.
    */
   queueLease(params: {
     queue: string;
@@ -210,9 +278,11 @@ export interface Store {
     expiredBefore: number;
     inFlightMax: number;
     deadLetter: DeadLetterRoute | null;
+    autoAck?: boolean;
   }): Promise<{ messages: LeasedMessage[]; deadLettered: number }>;
 
-  /** Deletes each message whose latest lease the receipt names. */
+  /** Deletes each message whose latest lease the receipt names. (Whenever a FIFO group's head leaves
+   * the queue, by any path, the next message of the group becomes its head in the same transaction.) */
   queueAck(params: { queue: string; receipts: string[] }): Promise<ReceiptResult[]>;
 
   /**
@@ -245,8 +315,32 @@ export interface Store {
   /** Deletes every message of the queue, leased or not, and counts them as purged. */
   queuePurge(params: { queue: string }): Promise<{ purged: number }>;
 
-  /** Deletes up to `max` messages published at or before `expiredBefore`, counted as expired. */
-  queueExpire(params: { queue: string; expiredBefore: number; max: number }): Promise<{ expired: number }>;
+  /** Deletes up to `max` messages published at or before `expiredBefore`, counted as expired, and
+   * forgets the queue's dedupIds whose window ended at or before `now`. */
+  queueExpire(params: {
+    queue: string;
+    expiredBefore: number;
+    max: number;
+    now: number;
+  }): Promise<{ expired: number }>;
+
+  /**
+   * Moves up to `max` of the queue's messages that are not in flight, oldest first (by arrival), to
+   * `to`, or each to the queue its `x-original-queue` header names: a redrive step. A moved message
+   * keeps its id, body, headers and key; it arrives as new (delivery count 0, visible at `now`) and is
+   * counted as published there and as redriven here. Messages are moved in order, so order per key
+   * holds; the step stops before the first message it cannot move, with the reason: no target
+   * (`invalid_request`), a target that does not exist or has no entry in `policies`
+   * (`queue_not_found`), or a full target whose overflow policy is reject (`queue_full`). Targets'
+   * send policies apply, except deduplication. Everything moved in one call is one transaction.
+   */
+  queueMove(params: {
+    queue: string;
+    to: string | null;
+    max: number;
+    now: number;
+    policies: ReadonlyMap<string, SendPolicy>;
+  }): Promise<{ moved: number; targets: string[]; stoppedBy: HopperError | null }>;
 
   /**
    * Moves up to `max` messages whose lease ended in [visibleFrom, now] and that have been delivered
@@ -275,7 +369,7 @@ export interface Store {
 export function deadLetterHeaders(
   message: StoredMessage,
   sourceQueue: string,
-  reason: "max_deliveries",
+  reason: "max_deliveries" | "max_depth",
 ): Record<string, string> {
   return {
     ...message.headers,
@@ -284,4 +378,28 @@ export function deadLetterHeaders(
     "x-delivery-count": String(message.deliveryCount),
     "x-original-published-at": new Date(message.publishedAt).toISOString(),
   };
+}
+
+/** The send policy of a queue with these attributes; `deadLetter` is where dead-letter-oldest moves. */
+export function sendPolicyOf(attributes: QueueAttributes, deadLetter: DeadLetterRoute | null): SendPolicy {
+  return {
+    dedupWindowMs: attributes.dedupWindowMs,
+    overflow:
+      attributes.maxDepth === null
+        ? null
+        : { maxDepth: attributes.maxDepth, policy: attributes.overflow, deadLetter },
+  };
+}
+
+/**
+ * The dedupId a message is stored with in a queue with these attributes: the one it carries, or with
+ * content-based deduplication the SHA-256 of its body; none when the queue does not deduplicate.
+ */
+export function dedupIdFor(
+  message: { body: Buffer; dedupId?: string | null },
+  attributes: QueueAttributes,
+): string | null {
+  if (attributes.dedupWindowMs === 0) return null;
+  if (message.dedupId) return message.dedupId;
+  return attributes.contentBasedDedup ? createHash("sha256").update(message.body).digest("hex") : null;
 }

@@ -11,6 +11,8 @@ function leased(overrides: Partial<LeasedMessage>): LeasedMessage {
     contentType: "application/json",
     headers: { traceparent: "00-a-b-01", "x-odd": 'a "quoted" \n value' },
     key: null,
+    priority: 0,
+    dedupId: null,
     publishedAt: Date.UTC(2026, 10, 30),
     visibleAt: Date.UTC(2026, 10, 30, 0, 0, 30),
     deliveryCount: 2,

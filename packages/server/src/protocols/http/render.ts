@@ -22,6 +22,8 @@ export function renderStored(message: StoredMessage): Record<string, unknown> {
     contentType: message.contentType,
     headers: message.headers,
     key: message.key,
+    priority: message.priority,
+    dedupId: message.dedupId,
     deliveryCount: message.deliveryCount,
     publishedAt: iso(message.publishedAt),
     visibleAt: iso(message.visibleAt),

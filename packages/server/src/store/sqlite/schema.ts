@@ -13,6 +13,15 @@
  *                  visible_at > now with a token = in flight; without a token = delayed.
  *                  A lease that expires needs no write: once visible_at <= now the row is available
  *                  again, and its token still accepts a late ack until someone else leases it.
+ *   priority       0–9; a standard queue leases higher priorities first
+ *   dedup_id       the deduplication id it was stored with, if the queue deduplicates
+ *   group_key      FIFO queues only: its group, the key or "" without one; NULL in a standard queue
+ *   head           FIFO queues only: 1 on the oldest message (lowest seq) of its group. Only heads are
+ *                  leased, so a group has at most one message in flight and is delivered in order;
+ *                  whatever removes a head makes the next message of its group the head in the same
+ *                  transaction. (One writer, so no lock is needed to keep this true.)
+ *
+ * dedup remembers, per queue, each dedupId until its window ends (expires_at), acked or not.
  */
 export const migrations: readonly string[] = [
   `
@@ -72,5 +81,30 @@ export const migrations: readonly string[] = [
     PRIMARY KEY (exchange_id, destination_kind, destination, pattern)
   ) STRICT;
   CREATE INDEX bindings_by_destination ON bindings (destination_kind, destination);
+  `,
+  `
+  ALTER TABLE queues ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE queues ADD COLUMN redriven INTEGER NOT NULL DEFAULT 0;
+
+  ALTER TABLE messages ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE messages ADD COLUMN dedup_id TEXT;
+  ALTER TABLE messages ADD COLUMN group_key TEXT;
+  ALTER TABLE messages ADD COLUMN head INTEGER NOT NULL DEFAULT 0;
+
+  -- Messages above priority 0 are leased first; the common case, priority 0, adds no index entry.
+  CREATE INDEX messages_by_priority ON messages (queue_id, priority DESC, visible_at) WHERE priority > 0;
+  -- A FIFO group's messages in order: the next head is the first of these.
+  CREATE INDEX messages_by_group ON messages (queue_id, group_key, seq) WHERE group_key IS NOT NULL;
+  -- What a FIFO queue can lease: the heads, in visibility order.
+  CREATE INDEX messages_heads ON messages (queue_id, visible_at) WHERE head = 1;
+
+  CREATE TABLE dedup (
+    queue_id   INTEGER NOT NULL,
+    dedup_id   TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (queue_id, dedup_id)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX dedup_by_expiry ON dedup (queue_id, expires_at);
   `,
 ];

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { seededRandom } from "../../random.js";
+import { noSendPolicy } from "../store.js";
 import { exerciseStore } from "../store-conformance.js";
 import { SqliteStore } from "./sqlite-store.js";
 
@@ -25,22 +26,34 @@ test("sqlite: a file store keeps its messages across reopen, and concurrent writ
       maxMessageBytes: 1024,
       deadLetter: null,
       retry: { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 60_000, jitter: "none" as const },
+      maxDepth: null,
+      overflow: "reject" as const,
+      dedupWindowMs: 0,
+      contentBasedDedup: false,
     };
     await store.queueUpsert({ name: "q", kind: "standard", attributes, now: 1 });
     const before = store.commitStats;
     await Promise.all(
       Array.from({ length: 100 }, (_, i) =>
-        store.queueSend({
-          queue: "q",
-          messages: [
+        store.queueSendMany({
+          now: 1,
+          sends: [
             {
-              id: `m${i}`,
-              body: Buffer.from("x"),
-              contentType: "text/plain",
-              headers: {},
-              key: null,
-              publishedAt: 1,
-              visibleAt: 1,
+              queue: "q",
+              policy: noSendPolicy,
+              messages: [
+                {
+                  id: `m${i}`,
+                  body: Buffer.from("x"),
+                  contentType: "text/plain",
+                  headers: {},
+                  key: null,
+                  priority: 0,
+                  dedupId: null,
+                  publishedAt: 1,
+                  visibleAt: 1,
+                },
+              ],
             },
           ],
         }),

@@ -15,6 +15,7 @@ import {
   type BindingRecord,
   type DeadLetterRoute,
   deadLetterHeaders,
+  depthOf,
   type ExchangeRecord,
   type ExchangeType,
   type LeasedMessage,
@@ -25,7 +26,9 @@ import {
   type QueueDepth,
   type QueueKind,
   type QueueRecord,
+  type QueueSend,
   type ReceiptResult,
+  type SendPolicy,
   type Store,
   type StoredMessage,
   type StoreEvent,
@@ -62,6 +65,8 @@ const noCounters: QueueCounters = {
   expired: 0,
   deadLettered: 0,
   purged: 0,
+  dropped: 0,
+  redriven: 0,
 };
 
 /** SQLite keeps attributes as JSON text. */
@@ -69,6 +74,14 @@ type SqliteQueueRow = QueueRow<string>;
 
 function toSqliteQueueRecord(row: SqliteQueueRow): QueueRecord {
   return toQueueRecord({ ...row, attributes: JSON.parse(row.attributes) as QueueAttributes });
+}
+
+function noRedriveTarget(id: string): HopperError {
+  return new HopperError(
+    "invalid_request",
+    `Message ${id} has no x-original-queue header to return to; redrive it with "to".`,
+    { id },
+  );
 }
 
 export class SqliteStore implements Store {
@@ -203,6 +216,7 @@ export class SqliteStore implements Store {
         );
       }
       const removed = this.stmt(sql.messageDeleteAllOfQueue).run({ queueId: queue.queue_id }).changes;
+      this.stmt(sql.dedupDeleteAllOfQueue).run({ queueId: queue.queue_id });
       this.stmt(sql.queueDelete).run({ queueId: queue.queue_id });
       this.stmt(sql.bindingDeleteByDestination).run({ destinationKind: "queue", destination: params.name });
       return { removed };
@@ -219,51 +233,137 @@ export class SqliteStore implements Store {
     return { ...counts, oldestPublishedAt: oldest };
   }
 
-  queueSend(params: { queue: string; messages: NewMessage[] }): Promise<void> {
-    return this.queueSendMany({ sends: [params] });
+  queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<{ ids: string[] }[]> {
+    return this.writes.run(() => params.sends.map((send) => this.sendOne(send, params.now)));
   }
 
-  queueSendMany(params: { sends: { queue: string; messages: NewMessage[] }[] }): Promise<void> {
-    return this.writes.run(() => {
-      for (const send of params.sends) {
-        const queueId = this.requireQueue(send.queue).queue_id;
-        for (const message of send.messages) this.insertMessage(queueId, message, 0);
-        this.addCounters(queueId, { published: send.messages.length });
-      }
+  /** One queue's part of a send: deduplication, then the overflow check, the inserts, the trim. */
+  private sendOne(send: QueueSend, now: number): { ids: string[] } {
+    const queue = this.requireQueue(send.queue);
+    const { dedupWindowMs, overflow } = send.policy;
+    // Decide duplicates before writing anything, so that a refused send writes nothing.
+    const seen = new Map<string, string>();
+    const ids = send.messages.map((message) => {
+      if (message.dedupId === null || dedupWindowMs === 0) return message.id;
+      const earlier =
+        seen.get(message.dedupId) ??
+        (
+          this.stmt(sql.dedupSelect).get({ queueId: queue.queue_id, dedupId: message.dedupId, now }) as
+            | { message_id: string }
+            | undefined
+        )?.message_id;
+      if (earlier !== undefined) return earlier;
+      seen.set(message.dedupId, message.id);
+      return message.id;
     });
+    const stored = send.messages.filter((message, i) => ids[i] === message.id);
+    if (overflow?.policy === "reject") {
+      const depth = depthOf(toSqliteQueueRecord(queue).counters);
+      if (depth + stored.length > overflow.maxDepth) {
+        throw new HopperError(
+          "queue_full",
+          `Queue "${send.queue}" holds ${depth} of at most ${overflow.maxDepth} messages.`,
+          { queue: send.queue, maxDepth: overflow.maxDepth, depth },
+        );
+      }
+    }
+    for (const message of stored) {
+      this.insertMessage(queue, message, 0);
+      if (message.dedupId !== null && dedupWindowMs > 0) {
+        this.stmt(sql.dedupUpsert).run({
+          queueId: queue.queue_id,
+          dedupId: message.dedupId,
+          messageId: message.id,
+          expiresAt: now + dedupWindowMs,
+        });
+      }
+    }
+    if (stored.length > 0) this.addCounters(queue.queue_id, { published: stored.length });
+    this.trimOverflow(send.queue, send.policy, now);
+    return { ids };
   }
 
-  private insertMessage(queueId: number, message: NewMessage, deliveryCount: number): void {
+  /**
+   * Applies drop-oldest or dead-letter-oldest: removes the oldest messages (by arrival, in any state)
+   * until the queue holds at most maxDepth.
+   */
+  private trimOverflow(name: string, policy: SendPolicy, now: number): void {
+    const overflow = policy.overflow;
+    if (!overflow || overflow.policy === "reject") return;
+    const queue = this.requireQueue(name);
+    const excess = depthOf(toSqliteQueueRecord(queue).counters) - overflow.maxDepth;
+    if (excess <= 0) return;
+    const rows = this.stmt(sql.messageSelectOldest).all({
+      queueId: queue.queue_id,
+      limit: excess,
+    }) as MessageRow[];
+    if (overflow.policy === "dead-letter-oldest" && overflow.deadLetter) {
+      for (const row of rows) this.deadLetterRow(row, queue, overflow.deadLetter, now, "max_depth");
+      return;
+    }
+    for (const row of rows) this.deleteRow(queue, row.seq);
+    this.addCounters(queue.queue_id, { dropped: rows.length });
+  }
+
+  /**
+   * Inserts one message. In a FIFO queue it joins the group of its key ("" without one) and is the
+   * group's head if the group holds no other message; FIFO queues have no priorities.
+   */
+  private insertMessage(queue: SqliteQueueRow, message: NewMessage, deliveryCount: number): void {
     const hasHeaders = Object.keys(message.headers).length > 0;
+    const fifo = queue.kind === "fifo";
+    const groupKey = fifo ? (message.key ?? "") : null;
+    const head = fifo && !this.stmt(sql.groupHasMessage).get({ queueId: queue.queue_id, groupKey }) ? 1 : 0;
     this.stmt(sql.messageInsert).run({
-      queueId,
+      queueId: queue.queue_id,
       id: message.id,
       body: message.body,
       contentType: message.contentType,
       headers: hasHeaders ? JSON.stringify(message.headers) : null,
       key: message.key,
+      priority: fifo ? 0 : message.priority,
+      dedupId: message.dedupId,
+      groupKey,
+      head,
       publishedAt: message.publishedAt,
       visibleAt: message.visibleAt,
       deliveryCount,
     });
   }
 
+  /** Deletes one message; if it was a FIFO group's head, the next message of the group becomes it. */
+  private deleteRow(queue: SqliteQueueRow, seq: number): void {
+    const deleted = this.stmt(sql.messageDelete).get({ seq }) as { group_key: string | null } | undefined;
+    if (deleted && deleted.group_key !== null) this.promoteHead(queue.queue_id, deleted.group_key);
+  }
+
+  private promoteHead(queueId: number, groupKey: string): void {
+    this.stmt(sql.groupPromoteHead).run({ queueId, groupKey });
+  }
+
   /**
    * Moves one message row to its dead-letter queues, as a new message in each, with the headers that
    * say why. A target queue deleted since the route was resolved is skipped; with no target left the
-   * message is dropped, and counted as dead-lettered either way.
+   * message is dropped, and counted as dead-lettered either way. Dead letters are never refused by a
+   * full target.
    */
-  private deadLetterRow(row: MessageRow, source: SqliteQueueRow, route: DeadLetterRoute, now: number): void {
+  private deadLetterRow(
+    row: MessageRow,
+    source: SqliteQueueRow,
+    route: DeadLetterRoute,
+    now: number,
+    reason: "max_deliveries" | "max_depth" = "max_deliveries",
+  ): void {
     const message = toStoredMessage(row);
-    const headers = deadLetterHeaders(message, source.name, "max_deliveries");
+    const headers = deadLetterHeaders(message, source.name, reason);
     const copy = { ...message, headers, publishedAt: now, visibleAt: now };
     for (const name of route.queues) {
       const target = this.queueRow(name);
       if (!target) continue;
-      this.insertMessage(target.queue_id, copy, 0);
+      this.insertMessage(target, copy, 0);
       this.addCounters(target.queue_id, { published: 1 });
     }
-    this.stmt(sql.messageDelete).run({ seq: row.seq });
+    this.deleteRow(source, row.seq);
     this.addCounters(source.queue_id, { deadLettered: 1 });
   }
 
@@ -300,6 +400,7 @@ export class SqliteStore implements Store {
     expiredBefore: number;
     inFlightMax: number;
     deadLetter: DeadLetterRoute | null;
+    autoAck?: boolean;
   }): Promise<{ messages: LeasedMessage[]; deadLettered: number }> {
     return this.writes.run(() => {
       const queue = this.requireQueue(params.queue);
@@ -314,12 +415,7 @@ export class SqliteStore implements Store {
       // Each pass either leases or dead-letters every candidate it reads, so the loop ends; the bound
       // keeps a queue full of exhausted messages from holding one transaction for long.
       for (let pass = 0; pass < 10 && messages.length < wanted; pass++) {
-        const candidates = this.stmt(sql.messageSelectAvailable).all({
-          queueId,
-          now: params.now,
-          expiredBefore: params.expiredBefore,
-          limit: wanted - messages.length,
-        }) as MessageRow[];
+        const candidates = this.candidates(queue, params.now, params.expiredBefore, wanted - messages.length);
         if (candidates.length === 0) break;
         const toLease: MessageRow[] = [];
         for (const row of candidates) {
@@ -354,8 +450,26 @@ export class SqliteStore implements Store {
         }
       }
       if (messages.length > 0) this.addCounters(queueId, { delivered: messages.length, redelivered });
+      if (params.autoAck && messages.length > 0) {
+        for (const message of messages) this.deleteRow(queue, decodeReceipt(message.receipt)?.seq ?? -1);
+        this.addCounters(queueId, { acked: messages.length });
+      }
       return { messages, deadLettered };
     });
+  }
+
+  /**
+   * The next messages a lease may take, in the order it takes them: a FIFO queue's available group
+   * heads; a standard queue's available messages above priority 0, highest first, then those of
+   * priority 0, each in visibility order.
+   */
+  private candidates(queue: SqliteQueueRow, now: number, expiredBefore: number, limit: number): MessageRow[] {
+    const args = { queueId: queue.queue_id, now, expiredBefore, limit };
+    if (queue.kind === "fifo") return this.stmt(sql.messageSelectAvailableHeads).all(args) as MessageRow[];
+    const prioritized = this.stmt(sql.messageSelectAvailablePrioritized).all(args) as MessageRow[];
+    if (prioritized.length >= limit) return prioritized;
+    const rest = this.stmt(sql.messageSelectAvailable).all({ ...args, limit: limit - prioritized.length });
+    return [...prioritized, ...(rest as MessageRow[])];
   }
 
   /** Runs `apply` for each receipt that names the latest lease of a row of the queue. */
@@ -384,7 +498,7 @@ export class SqliteStore implements Store {
       const queue = this.requireQueue(params.queue);
       let acked = 0;
       const results = this.forEachReceipt(queue, params.receipts, (row) => {
-        this.stmt(sql.messageDelete).run({ seq: row.seq });
+        this.deleteRow(queue, row.seq);
         acked++;
       });
       if (acked > 0) this.addCounters(queue.queue_id, { acked });
@@ -461,16 +575,74 @@ export class SqliteStore implements Store {
     });
   }
 
-  queueExpire(params: { queue: string; expiredBefore: number; max: number }): Promise<{ expired: number }> {
+  queueExpire(params: {
+    queue: string;
+    expiredBefore: number;
+    max: number;
+    now: number;
+  }): Promise<{ expired: number }> {
     return this.writes.run(() => {
-      const queueId = this.requireQueue(params.queue).queue_id;
-      const expired = this.stmt(sql.messageDeleteExpired).run({
+      const queue = this.requireQueue(params.queue);
+      const queueId = queue.queue_id;
+      const deleted = this.stmt(sql.messageDeleteExpired).all({
         queueId,
         expiredBefore: params.expiredBefore,
         limit: params.max,
-      }).changes;
-      if (expired > 0) this.addCounters(queueId, { expired });
-      return { expired };
+      }) as { group_key: string | null }[];
+      const groups = new Set(deleted.map((row) => row.group_key).filter((key) => key !== null));
+      for (const groupKey of groups) this.promoteHead(queueId, groupKey);
+      if (deleted.length > 0) this.addCounters(queueId, { expired: deleted.length });
+      this.stmt(sql.dedupDeleteExpired).run({ queueId, now: params.now });
+      return { expired: deleted.length };
+    });
+  }
+
+  queueMove(params: {
+    queue: string;
+    to: string | null;
+    max: number;
+    now: number;
+    policies: ReadonlyMap<string, SendPolicy>;
+  }): Promise<{ moved: number; targets: string[]; stoppedBy: HopperError | null }> {
+    return this.writes.run(() => {
+      const source = this.requireQueue(params.queue);
+      const rows = this.stmt(sql.messageSelectMovable).all({
+        queueId: source.queue_id,
+        now: params.now,
+        limit: params.max,
+      }) as MessageRow[];
+      const targets = new Set<string>();
+      let moved = 0;
+      let stoppedBy: HopperError | null = null;
+      for (const row of rows) {
+        const message = toStoredMessage(row);
+        const name = params.to ?? message.headers["x-original-queue"] ?? null;
+        stoppedBy = name === null ? noRedriveTarget(message.id) : null;
+        const target = name === null ? undefined : this.queueRow(name);
+        const policy = name === null ? undefined : params.policies.get(name);
+        if (name !== null && (!target || !policy)) {
+          stoppedBy = new HopperError("queue_not_found", `Queue "${name}" does not exist.`, { queue: name });
+        }
+        if (stoppedBy || !target || !policy || name === null) break;
+        const overflow = policy.overflow;
+        const depth = depthOf(toSqliteQueueRecord(target).counters);
+        if (overflow?.policy === "reject" && depth + 1 > overflow.maxDepth) {
+          stoppedBy = new HopperError("queue_full", `Queue "${name}" holds its maxDepth messages.`, {
+            queue: name,
+            maxDepth: overflow.maxDepth,
+            depth,
+          });
+          break;
+        }
+        this.insertMessage(target, { ...message, publishedAt: params.now, visibleAt: params.now }, 0);
+        this.addCounters(target.queue_id, { published: 1 });
+        this.trimOverflow(name, policy, params.now);
+        this.deleteRow(source, row.seq);
+        targets.add(name);
+        moved++;
+      }
+      if (moved > 0) this.addCounters(source.queue_id, { redriven: moved });
+      return { moved, targets: [...targets], stoppedBy };
     });
   }
 

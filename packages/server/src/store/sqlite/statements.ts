@@ -36,24 +36,80 @@ export const queueAddCounters = `
     nacked = nacked + :nacked,
     expired = expired + :expired,
     dead_lettered = dead_lettered + :deadLettered,
-    purged = purged + :purged
+    purged = purged + :purged,
+    dropped = dropped + :dropped,
+    redriven = redriven + :redriven
   WHERE queue_id = :queueId`;
 
-/** Params: queueId, id, body, contentType, headers (JSON or NULL), key, publishedAt, visibleAt,
- * deliveryCount. */
+/** Params: queueId, id, body, contentType, headers (JSON or NULL), key, priority, dedupId, groupKey,
+ * head (0 or 1), publishedAt, visibleAt, deliveryCount. */
 export const messageInsert = `
-  INSERT INTO messages (queue_id, id, body, content_type, headers, key, published_at, visible_at, delivery_count)
-  VALUES (:queueId, :id, :body, :contentType, :headers, :key, :publishedAt, :visibleAt, :deliveryCount)`;
+  INSERT INTO messages (queue_id, id, body, content_type, headers, key, priority, dedup_id, group_key, head,
+    published_at, visible_at, delivery_count)
+  VALUES (:queueId, :id, :body, :contentType, :headers, :key, :priority, :dedupId, :groupKey, :head,
+    :publishedAt, :visibleAt, :deliveryCount)`;
 
 /**
- * Params: queueId, now, expiredBefore, limit. Returns: the next available messages in visibility
- * order (ties in index order), skipping those past retention, which the sweep deletes.
+ * Params: queueId, now, expiredBefore, limit. Returns: the next available priority-0 messages in
+ * visibility order (ties in index order), skipping those past retention, which the sweep deletes.
  */
 export const messageSelectAvailable = `
   SELECT * FROM messages
-  WHERE queue_id = :queueId AND visible_at <= :now AND published_at > :expiredBefore
+  WHERE queue_id = :queueId AND visible_at <= :now AND published_at > :expiredBefore AND priority = 0
   ORDER BY visible_at
   LIMIT :limit`;
+
+/** Params as messageSelectAvailable. Returns: the available messages above priority 0, highest first,
+ * then in visibility order: a standard queue leases these before any of priority 0. */
+export const messageSelectAvailablePrioritized = `
+  SELECT * FROM messages
+  WHERE queue_id = :queueId AND priority > 0 AND visible_at <= :now AND published_at > :expiredBefore
+  ORDER BY priority DESC, visible_at
+  LIMIT :limit`;
+
+/** Params as messageSelectAvailable. Returns: a FIFO queue's available group heads, in visibility
+ * order: the only messages it can lease. */
+export const messageSelectAvailableHeads = `
+  SELECT * FROM messages
+  WHERE queue_id = :queueId AND head = 1 AND visible_at <= :now AND published_at > :expiredBefore
+  ORDER BY visible_at
+  LIMIT :limit`;
+
+/** Params: queueId, groupKey. Returns: a row if the FIFO group holds any message. */
+export const groupHasMessage = `SELECT 1 FROM messages WHERE queue_id = :queueId AND group_key = :groupKey LIMIT 1`;
+
+/** Params: queueId, groupKey. Makes the group's oldest message its head, if it is not already: run
+ * after anything removes messages of the group. */
+export const groupPromoteHead = `
+  UPDATE messages SET head = 1
+  WHERE seq = (SELECT min(seq) FROM messages WHERE queue_id = :queueId AND group_key = :groupKey) AND head = 0`;
+
+/** Params: queueId, dedupId, now. Returns: { message_id } of the message stored under the dedupId,
+ * while its window lasts. */
+export const dedupSelect = `
+  SELECT message_id FROM dedup WHERE queue_id = :queueId AND dedup_id = :dedupId AND expires_at > :now`;
+
+/** Params: queueId, dedupId, messageId, expiresAt. Remembers a dedupId (replacing one whose window
+ * ended). */
+export const dedupUpsert = `
+  INSERT INTO dedup (queue_id, dedup_id, message_id, expires_at) VALUES (:queueId, :dedupId, :messageId, :expiresAt)
+  ON CONFLICT (queue_id, dedup_id) DO UPDATE SET message_id = excluded.message_id, expires_at = excluded.expires_at`;
+
+/** Params: queueId, now. Forgets the dedupIds whose window ended. */
+export const dedupDeleteExpired = `DELETE FROM dedup WHERE queue_id = :queueId AND expires_at <= :now`;
+
+/** Params: queueId. */
+export const dedupDeleteAllOfQueue = `DELETE FROM dedup WHERE queue_id = :queueId`;
+
+/** Params: queueId, limit. Returns: the oldest messages by arrival, in any state (overflow drops). */
+export const messageSelectOldest = `
+  SELECT * FROM messages WHERE queue_id = :queueId ORDER BY published_at, seq LIMIT :limit`;
+
+/** Params: queueId, now, limit. Returns: the oldest messages by arrival that are not in flight (a
+ * redrive's next). */
+export const messageSelectMovable = `
+  SELECT * FROM messages WHERE queue_id = :queueId AND (visible_at <= :now OR lease_token IS NULL)
+  ORDER BY published_at, seq LIMIT :limit`;
 
 /**
  * Params: seqs (a JSON array), leaseExpiresAt, tokenBase, now. Takes a lease on every listed row in one
@@ -86,16 +142,18 @@ export const messageExtendByReceipt = `
 /** Params: seq, visibleAt. Ends the lease: the row waits as delayed until visibleAt. */
 export const messageRelease = `UPDATE messages SET visible_at = :visibleAt, lease_token = NULL WHERE seq = :seq`;
 
-/** Params: seq. */
-export const messageDelete = `DELETE FROM messages WHERE seq = :seq`;
+/** Params: seq. Returns: { group_key } of the deleted row (FIFO heads to promote). */
+export const messageDelete = `DELETE FROM messages WHERE seq = :seq RETURNING group_key`;
 
 /** Params: queueId. Returns: the number of rows deleted (via changes). */
 export const messageDeleteAllOfQueue = `DELETE FROM messages WHERE queue_id = :queueId`;
 
-/** Params: queueId, expiredBefore, limit. Deletes up to `limit` messages past retention. */
+/** Params: queueId, expiredBefore, limit. Deletes up to `limit` messages past retention. Returns:
+ * { group_key } per deleted row. */
 export const messageDeleteExpired = `
   DELETE FROM messages WHERE seq IN (
-    SELECT seq FROM messages WHERE queue_id = :queueId AND published_at <= :expiredBefore LIMIT :limit)`;
+    SELECT seq FROM messages WHERE queue_id = :queueId AND published_at <= :expiredBefore LIMIT :limit)
+  RETURNING group_key`;
 
 /**
  * Params: queueId, visibleFrom, now, maxDeliveries, limit. Returns: rows whose lease ended in
