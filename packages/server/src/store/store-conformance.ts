@@ -4,66 +4,14 @@
  */
 import assert from "node:assert/strict";
 import { afterEach, beforeEach, describe, test } from "node:test";
-import { HopperError } from "../errors.js";
-import {
-  deadLetterHeaders,
-  type NewMessage,
-  noSendPolicy,
-  type QueueAttributes,
-  type SendPolicy,
-  type Store,
-} from "./store.js";
+import { attributes, message, rejectsWith, t0 } from "./conformance-fixtures.js";
+import { deadLetterHeaders, type NewMessage, noSendPolicy, type SendPolicy, type Store } from "./store.js";
+import { exerciseQueuePolicies } from "./store-conformance-policies.js";
 
 export interface StoreFactory {
   name: string;
   /** A fresh, empty store. */
   create(): Promise<Store>;
-}
-
-const t0 = Date.UTC(2026, 0, 1);
-
-const attributes: QueueAttributes = {
-  visibilityTimeoutMs: 30_000,
-  retentionMs: 3_600_000,
-  delayMs: 0,
-  receiveWaitMs: 0,
-  maxMessageBytes: 1024,
-  deadLetter: null,
-  retry: { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 60_000, jitter: "none" },
-  maxDepth: null,
-  overflow: "reject",
-  dedupWindowMs: 0,
-  contentBasedDedup: false,
-};
-
-let nextId = 0;
-function message(
-  overrides: {
-    publishedAt?: number;
-    visibleAt?: number;
-    body?: string;
-    key?: string;
-    priority?: number;
-    dedupId?: string;
-    headers?: Record<string, string>;
-  } = {},
-): NewMessage {
-  const publishedAt = overrides.publishedAt ?? t0;
-  return {
-    id: `id-${++nextId}`,
-    body: Buffer.from(overrides.body ?? `body-${nextId}`),
-    contentType: "text/plain",
-    headers: overrides.headers ?? { "x-test": "yes" },
-    key: overrides.key ?? null,
-    priority: overrides.priority ?? 0,
-    dedupId: overrides.dedupId ?? null,
-    publishedAt,
-    visibleAt: overrides.visibleAt ?? publishedAt,
-  };
-}
-
-async function rejectsWith(promise: Promise<unknown>, code: string): Promise<void> {
-  await assert.rejects(promise, (error: unknown) => error instanceof HopperError && error.code === code);
 }
 
 export function exerciseStore(factory: StoreFactory): void {
@@ -687,4 +635,5 @@ export function exerciseStore(factory: StoreFactory): void {
       });
     });
   });
+  exerciseQueuePolicies(factory);
 }
