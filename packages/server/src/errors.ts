@@ -24,6 +24,7 @@ export const errorCatalog = {
   unroutable: { status: 400, message: "No binding matches the routing key, and the publish is mandatory." },
   stale_receipt: { status: 409, message: "The lease this receipt names is gone." },
   queue_kind_mismatch: { status: 409, message: "A queue's kind cannot change." },
+  redrive_running: { status: 409, message: "A redrive of this queue is already running." },
   queue_in_use: { status: 409, message: "The queue is the dead-letter queue of another queue." },
   exchange_type_mismatch: { status: 409, message: "An exchange's type cannot change." },
   exchange_in_use: { status: 409, message: "The exchange is the dead-letter exchange of a queue." },

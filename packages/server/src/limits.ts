@@ -62,6 +62,8 @@ export const limits = {
   tasksMax: 1000,
   /** How long a finished task can still be read. */
   taskKeepMs: 1 * hour,
+  /** A redrive's rate, in messages per second: beyond it, leave the rate out (as fast as it goes). */
+  redriveRateMax: 100_000,
   /** Messages per redrive step: one transaction. */
   redriveBatchMax: 100,
 

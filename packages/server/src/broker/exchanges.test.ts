@@ -96,7 +96,7 @@ describe("exchange broker", () => {
       [{ routingKey: "refunds", message: json(1) }],
       false,
     );
-    assert.deepEqual(optional, { id: null, routed: 0 });
+    assert.deepEqual(optional, { id: null, routed: 0, duplicate: false });
     assert.equal(exchanges.unroutable.get("direct"), 1);
     assert.equal(await depth("orders"), 0);
   });

@@ -290,17 +290,16 @@ describe("queue broker", () => {
     await refuse({ retentionMs: 10 }, "invalid_attribute");
     await refuse({ deadLetter: { queue: "q", maxDeliveries: 3 } }, "invalid_attribute");
     await refuse({ deadLetter: { queue: "absent", maxDeliveries: 3 } }, "dead_letter_queue_not_found");
-    await refuse({ maxDepth: 10 }, "not_implemented");
+    await refuse({ pushbackDepth: 10 }, "not_implemented");
+    await refuse({ maxDepth: 10, overflow: "dead-letter-oldest" }, "invalid_attribute");
+    await refuse({ contentBasedDedup: true }, "invalid_attribute");
+    await refuse({ dedupWindowMs: 24 * 3600 * 1000 + 1 }, "invalid_attribute");
     await refuse({ deadLetter: { queue: "no spaces", maxDeliveries: 3 } }, "invalid_name");
     await assert.rejects(
       broker.putQueue("..", {}),
       (e: unknown) => (e as HopperError).code === "invalid_name",
     );
     assert.equal((await broker.getQueue("q")).attributes.visibilityTimeoutMs, 5_000);
-    await assert.rejects(
-      broker.putQueue("f", { kind: "fifo" }),
-      (e: unknown) => (e as HopperError).code === "not_implemented",
-    );
     await assert.rejects(
       broker.putQueue("q", { kind: "fifo" }),
       (e: unknown) => (e as HopperError).code === "queue_kind_mismatch",

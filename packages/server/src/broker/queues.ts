@@ -30,6 +30,7 @@ import {
   resolveAttributes,
   retryDelayMs,
 } from "./queue-attributes.js";
+import { RedriveTasks, type TaskInfo } from "./redrive.js";
 import { Router } from "./router.js";
 import { Scheduler } from "./scheduler.js";
 import { Waiters } from "./waiters.js";
@@ -105,6 +106,7 @@ export class QueueBroker {
   private cancelLeadershipCheck: (() => void) | undefined;
   /** Messages that left with their deleted queue; the queue's own counters went with it. */
   removedWithDeletedQueues = 0;
+  private readonly tasks: RedriveTasks;
 
   constructor(
     private readonly store: Store,
@@ -117,6 +119,11 @@ export class QueueBroker {
     this.waiters = new Waiters(clock);
     this.scheduler = new Scheduler(clock, (queue) => this.runHousekeeping(queue));
     this.newId = uuidv7Generator(clock);
+    this.tasks = new RedriveTasks(
+      { movable: (queue) => this.movable(queue), move: (queue, to, max) => this.move(queue, to, max) },
+      clock,
+      this.newId,
+    );
   }
 
   /** Loads the queues and looks at each once, so due work left from before a restart is done. */
@@ -137,6 +144,7 @@ export class QueueBroker {
   /** Ends every long poll and timer; the store stays open for the caller to close. */
   stop(): void {
     this.stopped = true;
+    this.tasks.stop();
     this.cancelLeadershipCheck?.();
     this.scheduler.stop();
     this.waiters.notifyAll();
@@ -514,6 +522,67 @@ export class QueueBroker {
   async purge(name: string): Promise<{ purged: number }> {
     await this.queue(name);
     return this.store.queuePurge({ queue: name });
+  }
+
+  /**
+   * Starts moving the queue's messages (a dead-letter queue's, usually) back to the queue each came
+   * from (its x-original-queue header), or to `to`: a task, whose progress `task()` reads.
+   */
+  async redrive(
+    name: string,
+    options: { to?: string; max?: number; ratePerSecond?: number },
+  ): Promise<TaskInfo> {
+    await this.queue(name);
+    if (options.to !== undefined) await this.queue(options.to);
+    if (options.max !== undefined && !(Number.isInteger(options.max) && options.max >= 1)) {
+      throw new HopperError("invalid_request", "max must be a positive integer.");
+    }
+    if (
+      options.ratePerSecond !== undefined &&
+      !(options.ratePerSecond > 0 && options.ratePerSecond <= limits.redriveRateMax)
+    ) {
+      throw new HopperError(
+        "invalid_request",
+        `ratePerSecond must be above 0 and at most ${limits.redriveRateMax}.`,
+      );
+    }
+    return this.tasks.start(name, options);
+  }
+
+  task(id: string): TaskInfo {
+    return this.tasks.get(id);
+  }
+
+  listTasks(): TaskInfo[] {
+    return this.tasks.list();
+  }
+
+  cancelTask(id: string): TaskInfo {
+    return this.tasks.cancel(id);
+  }
+
+  /** What a redrive of the queue would move now: its messages not in flight. */
+  private async movable(name: string): Promise<number> {
+    const depth = await this.store.queueDepth({ name, now: this.clock.now() });
+    return depth.available + depth.delayed;
+  }
+
+  /** One redrive step; the queues it wrote to wake their long polls. */
+  private async move(
+    name: string,
+    to: string | null,
+    max: number,
+  ): Promise<{ moved: number; stoppedBy: HopperError | null }> {
+    const policies = new Map<string, SendPolicy>();
+    for (const queue of await this.store.queueList()) policies.set(queue.name, await this.sendPolicy(queue));
+    const now = this.clock.now();
+    const { moved, targets, stoppedBy } = await this.store.queueMove({ queue: name, to, max, now, policies });
+    for (const target of targets) {
+      const record = await this.queueOrError(target);
+      if (record instanceof HopperError) continue;
+      this.sent(record, policies.get(target) ?? sendPolicyOf(record.attributes, null), now, now);
+    }
+    return { moved, stoppedBy };
   }
 
   /**

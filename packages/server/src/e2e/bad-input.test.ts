@@ -465,12 +465,33 @@ describe("bad input through the real server", () => {
       });
     }
 
-    test("an attribute API.md names but the server lacks (maxDepth) is 400 not_implemented", async () => {
-      await refused(base, ["PUT", queuePath("base"), { maxDepth: 10 }], 400, "not_implemented");
+    test("an attribute API.md names but the server lacks (pushbackDepth) is 400 not_implemented", async () => {
+      await refused(base, ["PUT", queuePath("base"), { pushbackDepth: 10 }], 400, "not_implemented");
     });
 
-    test("creating a fifo queue is 400 not_implemented, and nothing is created", async () => {
-      await refused(["fifo-new"], ["PUT", queuePath("fifo-new"), { kind: "fifo" }], 400, "not_implemented");
+    test("overflow dead-letter-oldest without a deadLetter target is 400 invalid_attribute", async () => {
+      const attributes = { maxDepth: 5, overflow: "dead-letter-oldest" };
+      await refused(
+        ["overflow-new"],
+        ["PUT", queuePath("overflow-new"), attributes],
+        400,
+        "invalid_attribute",
+      );
+    });
+
+    test("contentBasedDedup without a dedupWindowMs is 400 invalid_attribute", async () => {
+      await refused(base, ["PUT", queuePath("base"), { contentBasedDedup: true }], 400, "invalid_attribute");
+    });
+
+    test("maxDepth 0 and priority 10 break the schema: 400 invalid_request", async () => {
+      await refused(base, ["PUT", queuePath("base"), { maxDepth: 0 }], 400, "invalid_request");
+      const message = { body: 1, priority: 10 };
+      await refused(
+        base,
+        ["POST", `${queuePath("base")}/messages`, { messages: [message] }],
+        400,
+        "invalid_request",
+      );
     });
 
     test("changing an existing queue's kind is 409 queue_kind_mismatch (API.md), queue unchanged", async () => {

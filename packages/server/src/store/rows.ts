@@ -52,11 +52,16 @@ export interface MessageRow {
   head: number | boolean;
 }
 
+/** The entries of `defaults` whose keys `attributes` lacks. */
+function missingFrom(attributes: object, defaults: object): object {
+  return Object.fromEntries(Object.entries(defaults).filter(([name]) => !(name in attributes)));
+}
+
 export function toQueueRecord(row: QueueRow): QueueRecord {
   return {
     name: row.name,
     kind: row.kind,
-    attributes: { ...laterAttributes, ...row.attributes },
+    attributes: { ...row.attributes, ...missingFrom(row.attributes, laterAttributes) },
     createdAt: row.created_at,
     counters: {
       published: row.published,

@@ -5,7 +5,7 @@
 import type { FastifyInstance } from "fastify";
 import type { QueueBroker } from "../../broker/queues.js";
 import { toOutgoing } from "./messages.js";
-import { leasedJson, renderItemResult, renderStored } from "./render.js";
+import { leasedJson, renderItemResult, renderStored, renderTask } from "./render.js";
 import {
   AckBody,
   ExtendBody,
@@ -14,7 +14,9 @@ import {
   PutQueueBody,
   QueueParams,
   ReceiveBody,
+  RedriveBody,
   SendBody,
+  TaskParams,
 } from "./schemas.js";
 
 type QueuePath = { queue: string };
@@ -122,5 +124,30 @@ export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker): 
     "/v1/queues/:queue/purge",
     { schema: { tags, params: QueueParams } },
     (request) => broker.purge(request.params.queue),
+  );
+
+  app.post<{ Params: QueuePath; Body: RedriveBody | undefined }>(
+    "/v1/queues/:queue/redrive",
+    { schema: { tags, params: QueueParams, body: RedriveBody } },
+    async (request, reply) => {
+      const task = await broker.redrive(request.params.queue, request.body ?? {});
+      return reply.status(202).send({ task: renderTask(task) });
+    },
+  );
+
+  app.get("/v1/tasks", { schema: { tags: ["tasks"] } }, () => ({
+    tasks: broker.listTasks().map(renderTask),
+  }));
+
+  app.get<{ Params: { id: string } }>(
+    "/v1/tasks/:id",
+    { schema: { tags: ["tasks"], params: TaskParams } },
+    (request) => renderTask(broker.task(request.params.id)),
+  );
+
+  app.post<{ Params: { id: string } }>(
+    "/v1/tasks/:id/cancel",
+    { schema: { tags: ["tasks"], params: TaskParams } },
+    (request) => renderTask(broker.cancelTask(request.params.id)),
   );
 }

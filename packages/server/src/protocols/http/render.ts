@@ -3,6 +3,7 @@
  * content type as base64. Times are ISO-8601.
  */
 import { jsonContentType } from "../../broker/message-body.js";
+import type { TaskInfo } from "../../broker/redrive.js";
 import type { HopperError } from "../../errors.js";
 import type { ExchangeRecord, LeasedMessage, StoredMessage } from "../../store/store.js";
 
@@ -79,5 +80,21 @@ export function renderExchange(exchange: ExchangeRecord, unroutable: number): Re
       pattern: binding.pattern,
     })),
     stats: { unroutable },
+  };
+}
+
+export function renderTask(task: TaskInfo): Record<string, unknown> {
+  return {
+    id: task.id,
+    kind: task.kind,
+    state: task.state,
+    moved: task.moved,
+    total: task.total,
+    queue: task.queue,
+    to: task.to,
+    ratePerSecond: task.ratePerSecond,
+    ...(task.error && { error: task.error.toJSON() }),
+    createdAt: iso(task.createdAt),
+    finishedAt: iso(task.finishedAt),
   };
 }

@@ -46,11 +46,14 @@ export const PutQueueBody = Type.Object(
         strict,
       ),
     ),
-    maxDepth: Type.Optional(Type.Integer({ minimum: 1 })),
+    maxDepth: Type.Optional(
+      Type.Union([Type.Integer({ minimum: 1, maximum: limits.maxDepthMax }), Type.Null()]),
+    ),
     overflow: Type.Optional(
       Type.Union([Type.Literal("reject"), Type.Literal("drop-oldest"), Type.Literal("dead-letter-oldest")]),
     ),
-    dedupWindowMs: Type.Optional(Ms(24 * 3600 * 1000)),
+    dedupWindowMs: Type.Optional(Ms(limits.dedupWindowMsMax, "How long a dedupId is remembered; 0 = off")),
+    contentBasedDedup: Type.Optional(Type.Boolean({ description: "Deduplicate by the body's SHA-256" })),
     pushbackDepth: Type.Optional(Type.Integer({ minimum: 1 })),
     pushbackAgeMs: Type.Optional(Type.Integer({ minimum: 1 })),
     alerts: Type.Optional(
@@ -134,9 +137,23 @@ export const ReceiveBody = Type.Object(
     max: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.receiveMax })),
     waitMs: Type.Optional(Ms(limits.waitMsMax)),
     visibilityTimeoutMs: Type.Optional(Ms(limits.visibilityTimeoutMsMax)),
+    autoAck: Type.Optional(
+      Type.Boolean({ description: "At most once: delete on delivery; lost if the consumer fails" }),
+    ),
   },
   strict,
 );
+
+export const RedriveBody = Type.Object(
+  {
+    to: Type.Optional(Name),
+    max: Type.Optional(Type.Integer({ minimum: 1 })),
+    ratePerSecond: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: limits.redriveRateMax })),
+  },
+  strict,
+);
+
+export const TaskParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) }, strict);
 
 const Receipts = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
   minItems: 1,
@@ -170,6 +187,7 @@ export type AckBody = Static<typeof AckBody>;
 export type NackBody = Static<typeof NackBody>;
 export type ExtendBody = Static<typeof ExtendBody>;
 export type PeekQuery = Static<typeof PeekQuery>;
+export type RedriveBody = Static<typeof RedriveBody>;
 export type PutExchangeBody = Static<typeof PutExchangeBody>;
 export type BindingBody = Static<typeof BindingBody>;
 export type PublishBody = Static<typeof PublishBody>;

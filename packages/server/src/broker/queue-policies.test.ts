@@ -1,0 +1,225 @@
+/**
+ * The broker's side of FIFO queues, deduplication, priorities, overflow, at-most-once receives and
+ * redrive tasks, on a fake clock: what it decides (defaults, refusals, dedupIds, rates) and that the
+ * store carries it out.
+ */
+import assert from "node:assert/strict";
+import { afterEach, beforeEach, describe, test } from "node:test";
+import { FakeClock } from "../clock.js";
+import { HopperError } from "../errors.js";
+import { seededRandom } from "../random.js";
+import { SqliteStore } from "../store/sqlite/sqlite-store.js";
+import { type OutgoingMessage, QueueBroker } from "./queues.js";
+
+const silent = { info() {}, warn() {}, error() {} };
+
+function text(body: string, extra: Partial<OutgoingMessage> = {}): OutgoingMessage {
+  return { body: Buffer.from(body), contentType: "text/plain", ...extra };
+}
+
+const code = (expected: string) => (error: unknown) =>
+  error instanceof HopperError && error.code === expected;
+
+describe("queue policies in the broker", () => {
+  let clock: FakeClock;
+  let store: SqliteStore;
+  let broker: QueueBroker;
+
+  beforeEach(async () => {
+    clock = new FakeClock();
+    store = new SqliteStore({ path: ":memory:", random: seededRandom(7) });
+    broker = new QueueBroker(store, clock, seededRandom(7), silent);
+    await broker.start();
+  });
+
+  afterEach(async () => {
+    broker.stop();
+    await store.close();
+  });
+
+  /** Receives and acks everything the queue hands out now, and answers the bodies in that order. */
+  async function drain(queue: string): Promise<string[]> {
+    const bodies: string[] = [];
+    for (;;) {
+      const messages = await broker.receive(queue, { max: 10 });
+      if (messages.length === 0) return bodies;
+      bodies.push(...messages.map((m) => m.body.toString()));
+      await broker.ack(
+        queue,
+        messages.map((m) => m.receipt),
+      );
+    }
+  }
+
+  test("a FIFO queue deduplicates for 5 minutes by default; a standard queue only when told", async () => {
+    const fifo = await broker.putQueue("f", { kind: "fifo" });
+    assert.equal(fifo.queue.attributes.dedupWindowMs, 300_000);
+    const standard = await broker.putQueue("s", {});
+    assert.equal(standard.queue.attributes.dedupWindowMs, 0);
+    const [first] = await broker.send("f", [text("a", { key: "k", dedupId: "x" })]);
+    assert.ok(first && "id" in first);
+    clock.advance(299_999);
+    assert.deepEqual(await broker.send("f", [text("b", { key: "k", dedupId: "x" })]), [
+      { id: first.id, duplicate: true },
+    ]);
+    const plain = await broker.send("s", [text("a", { dedupId: "x" }), text("a", { dedupId: "x" })]);
+    assert.deepEqual(
+      plain.map((result) => "duplicate" in result && result.duplicate),
+      [false, false],
+    );
+  });
+
+  test("content-based deduplication hashes the body when no dedupId is given", async () => {
+    await broker.putQueue("c", { dedupWindowMs: 60_000, contentBasedDedup: true });
+    const results = await broker.send("c", [
+      text("same"),
+      text("same"),
+      text("other"),
+      text("same", { dedupId: "own" }),
+    ]);
+    const ids = results.map((result) => ("id" in result ? result.id : "error"));
+    assert.equal(ids[1], ids[0]);
+    assert.notEqual(ids[2], ids[0]);
+    assert.notEqual(ids[3], ids[0], "an explicit dedupId wins over the body");
+    assert.equal((await broker.stats("c")).available, 3);
+  });
+
+  test("a FIFO queue refuses priorities per item; a standard queue leases by priority", async () => {
+    await broker.putQueue("f", { kind: "fifo" });
+    const [refused, accepted] = await broker.send("f", [
+      text("a", { priority: 3 }),
+      text("b", { priority: 0 }),
+    ]);
+    assert.ok(refused && "error" in refused && refused.error.code === "invalid_request");
+    assert.ok(accepted && "id" in accepted);
+    await broker.putQueue("p", {});
+    await broker.send("p", [text("low"), text("high", { priority: 9 }), text("mid", { priority: 4 })]);
+    assert.deepEqual(await drain("p"), ["high", "mid", "low"]);
+  });
+
+  test("maxDepth with reject answers queue_full and stores nothing; the counters say what happened", async () => {
+    await broker.putQueue("o", { maxDepth: 2 });
+    await broker.send("o", [text("1"), text("2")]);
+    await assert.rejects(broker.send("o", [text("3")]), code("queue_full"));
+    await broker.putQueue("o", { overflow: "drop-oldest" });
+    await broker.send("o", [text("3")]);
+    const stats = await broker.stats("o");
+    assert.deepEqual([stats.available, stats.published, stats.dropped], [2, 3, 1]);
+    assert.deepEqual(await drain("o"), ["2", "3"]);
+  });
+
+  test("dead-letter-oldest moves the overflow to the dead-letter queue, and its long poll wakes", async () => {
+    await broker.putQueue("dlq", {});
+    await broker.putQueue("o", {
+      maxDepth: 1,
+      overflow: "dead-letter-oldest",
+      deadLetter: { queue: "dlq", maxDeliveries: 5 },
+    });
+    const waiting = broker.receive("dlq", { waitMs: 10_000 });
+    await broker.send("o", [text("old"), text("new")]);
+    const [dead] = await waiting;
+    assert.equal(dead?.body.toString(), "old");
+    assert.equal(dead?.headers["x-dead-letter-reason"], "max_depth");
+    assert.equal(clock.now(), new FakeClock().now(), "woke without the clock moving");
+  });
+
+  test("autoAck hands a message out once: it never comes back", async () => {
+    await broker.putQueue("q", { visibilityTimeoutMs: 1_000 });
+    await broker.send("q", [text("once")]);
+    const [message] = await broker.receive("q", { autoAck: true });
+    assert.equal(message?.body.toString(), "once");
+    await clock.advance(5_000);
+    assert.deepEqual(await broker.receive("q", {}), []);
+    const stats = await broker.stats("q");
+    assert.deepEqual([stats.delivered, stats.acked, stats.inFlight], [1, 1, 0]);
+  });
+
+  describe("redrive", () => {
+    /** A dead-letter queue holding `count` messages of `orders`, keys k0..k4 in turn. */
+    async function deadLetters(count: number): Promise<void> {
+      await broker.putQueue("dlq", {});
+      await broker.putQueue("orders", { deadLetter: { queue: "dlq", maxDeliveries: 1 } });
+      for (let sent = 0; sent < count; sent += 100) {
+        const batch = Array.from({ length: Math.min(100, count - sent) }, (_, i) =>
+          text(String(sent + i), { key: `k${(sent + i) % 5}` }),
+        );
+        await broker.send("orders", batch);
+      }
+      for (;;) {
+        const messages = await broker.receive("orders", { max: 100 });
+        if (messages.length === 0) break;
+        await broker.nack(
+          "orders",
+          messages.map((m) => m.receipt),
+        );
+      }
+      assert.equal((await broker.stats("dlq")).available, count);
+    }
+
+    test("moves everything back to its queue, in order per key, at the requested rate", async () => {
+      await deadLetters(500);
+      const task = await broker.redrive("dlq", { ratePerSecond: 50 });
+      assert.deepEqual([task.state, task.total], ["running", 500]);
+      await clock.advance(0);
+      const progress: number[] = [];
+      for (let second = 1; second <= 10; second++) {
+        await clock.advance(1_000);
+        progress.push(broker.task(task.id).moved);
+      }
+      // 50 a second: within one step (5 messages) of the ideal line, every second.
+      progress.forEach((moved, i) => {
+        assert.ok(Math.abs(moved - 50 * (i + 1)) <= 5, `after ${i + 1} s moved ${moved}`);
+      });
+      assert.equal(broker.task(task.id).state, "done");
+      const stats = await broker.stats("dlq");
+      assert.deepEqual([stats.available, stats.redriven], [0, 500]);
+      const bodies = (await drain("orders")).map(Number);
+      assert.equal(bodies.length, 500);
+      for (let key = 0; key < 5; key++) {
+        const ofKey = bodies.filter((n) => n % 5 === key);
+        assert.deepEqual(
+          ofKey,
+          [...ofKey].sort((a, b) => a - b),
+          `key k${key} in order`,
+        );
+      }
+    });
+
+    test("a cancel midway stops it without loss or duplication", async () => {
+      await deadLetters(300);
+      const task = await broker.redrive("dlq", { ratePerSecond: 100 });
+      await clock.advance(1_000);
+      const cancelled = broker.cancelTask(task.id);
+      assert.equal(cancelled.state, "cancelled");
+      await clock.advance(10_000);
+      const after = broker.task(task.id);
+      assert.ok(after.moved > 0 && after.moved < 300, `moved ${after.moved}`);
+      const inDlq = (await broker.stats("dlq")).available;
+      const back = await drain("orders");
+      assert.equal(back.length, after.moved, "what the task says it moved is what arrived");
+      assert.equal(inDlq + back.length, 300, "nothing lost");
+      assert.equal(new Set(back).size, back.length, "nothing twice");
+    });
+
+    test("without a rate it runs as fast as the store allows; `max` bounds it; one at a time per queue", async () => {
+      await deadLetters(250);
+      const task = await broker.redrive("dlq", { max: 120 });
+      await assert.rejects(broker.redrive("dlq", {}), code("redrive_running"));
+      await clock.advance(0);
+      assert.deepEqual([broker.task(task.id).state, broker.task(task.id).moved], ["done", 120]);
+      assert.equal((await broker.stats("dlq")).available, 130);
+    });
+
+    test("a target that is gone fails the task, leaving the rest where it was", async () => {
+      await broker.putQueue("dlq", {});
+      await broker.send("dlq", [text("orphan", { headers: { "x-original-queue": "deleted" } })]);
+      const task = await broker.redrive("dlq", {});
+      await clock.advance(0);
+      const failed = broker.task(task.id);
+      assert.deepEqual([failed.state, failed.moved, failed.error?.code], ["failed", 0, "queue_not_found"]);
+      assert.equal((await broker.stats("dlq")).available, 1);
+      await assert.rejects(broker.redrive("dlq", { to: "nowhere" }), code("queue_not_found"));
+      assert.throws(() => broker.task("nope"), code("task_not_found"));
+    });
+  });
+});
