@@ -15,6 +15,8 @@ const counterEvents = [
   "expired",
   "deadLettered",
   "purged",
+  "dropped",
+  "redriven",
 ] as const;
 
 export class Metrics {
