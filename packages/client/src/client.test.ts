@@ -96,6 +96,51 @@ test("queue calls use the paths and bodies of API.md", async () => {
   ]);
 });
 
+test("task calls use the paths of API.md and answer the task", async () => {
+  const task = {
+    id: "t:1",
+    kind: "redrive",
+    state: "running",
+    moved: 0,
+    total: 3,
+    queue: "q.dlq",
+    to: "q",
+    ratePerSecond: 10,
+    createdAt: "2026-01-01T00:00:00.000Z",
+    finishedAt: null,
+  };
+  const { calls, fetchFn } = recordingFetch((call) => {
+    if (call.url.endsWith("/redrive")) return json(202, { task });
+    if (call.url.endsWith("/v1/tasks")) return json(200, { tasks: [task] });
+    if (call.url.endsWith("/receive")) return json(200, { messages: [] });
+    return json(200, task);
+  });
+  const client = new HopperClient({ fetch: fetchFn });
+
+  assert.deepEqual(await client.redrive("q.dlq", { to: "q", max: 3, ratePerSecond: 10 }), task);
+  await client.redrive("q.dlq");
+  assert.deepEqual(await client.getTask("t:1"), task);
+  assert.deepEqual(await client.listTasks(), [task]);
+  assert.deepEqual(await client.cancelTask("t:1"), task);
+  await client.receive("q", { autoAck: true });
+
+  const sent = calls.map((call) => [call.method, call.url.replace("http://127.0.0.1:7171", ""), call.body]);
+  assert.deepEqual(sent, [
+    ["POST", "/v1/queues/q.dlq/redrive", { to: "q", max: 3, ratePerSecond: 10 }],
+    ["POST", "/v1/queues/q.dlq/redrive", {}],
+    ["GET", "/v1/tasks/t%3A1", undefined],
+    ["GET", "/v1/tasks", undefined],
+    ["POST", "/v1/tasks/t%3A1/cancel", undefined],
+    ["POST", "/v1/queues/q/receive", { autoAck: true }],
+  ]);
+});
+
+test("a redrive answer without its task fails with invalid_response", async () => {
+  const { fetchFn } = recordingFetch(() => json(202, { id: "t1" }));
+  const error = await rejection(new HopperClient({ fetch: fetchFn }).redrive("q"));
+  assert.equal(error.code, "invalid_response");
+});
+
 test("send, receive, ack and extend round-trip through the in-memory server", async () => {
   const clock = new FakeClock();
   const server = new FakeQueueServer(clock);

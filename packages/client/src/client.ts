@@ -47,6 +47,11 @@ export interface ReceiveOptions {
   waitMs?: number;
   /** Lease length; the server's default is the queue's `visibilityTimeoutMs`. */
   visibilityTimeoutMs?: number;
+  /**
+   * At most once: the server deletes the messages as it hands them out, so there is nothing to ack,
+   * and a message is lost if this process fails before it is handled.
+   */
+  autoAck?: boolean;
   signal?: AbortSignal;
 }
 
@@ -209,14 +214,32 @@ export class HopperClient {
     return (answer.body as { results: PublishResult[] }).results;
   }
 
-  /** Starts moving messages out of a (dead-letter) queue; follow the task with `getTask`. */
+  /**
+   * Starts moving the messages of a (dead-letter) queue back to the queue each came from, or to
+   * `to`, and answers the running task; follow it with `getTask`. A queue already being redriven
+   * answers 409 `redrive_running`.
+   */
   async redrive(queue: string, options: RedriveOptions = {}): Promise<Task> {
     const answer = await this.request("POST", queuePath(queue, "/redrive"), { body: options });
-    return (answer.body as { task: Task }).task;
+    return objectField<Task>(answer, "task");
   }
 
+  /** A task's state and progress; one that ended more than an hour ago answers `task_not_found`. */
   async getTask(id: string): Promise<Task> {
-    return (await this.request("GET", `/v1/tasks/${encodePathSegment(id)}`)).body as Task;
+    return (await this.request("GET", taskPath(id))).body as Task;
+  }
+
+  /** The server's running tasks and those that ended within the hour. */
+  async listTasks(): Promise<Task[]> {
+    return arrayField<Task>(await this.request("GET", "/v1/tasks"), "tasks");
+  }
+
+  /**
+   * Stops a running task before its next step (a step under way completes: what it moved stays
+   * moved) and answers the task; a task that already ended is answered as it is.
+   */
+  async cancelTask(id: string): Promise<Task> {
+    return (await this.request("POST", taskPath(id, "/cancel"))).body as Task;
   }
 
   /** Resolves when the server process is up; throws otherwise. */
@@ -230,9 +253,10 @@ export class HopperClient {
   }
 
   /**
-   * Sends one message. Calls for the same queue made in the same event-loop turn share one `send`
-   * batch of at most 100, so many publishes can be in flight over few connections. An item error
-   * rejects only its caller; a failed request rejects every caller in that batch.
+   * Sends one message, with its `dedupId` and `priority` as given, and answers `{ id, duplicate }`.
+   * Calls for the same queue made in the same event-loop turn share one `send` batch of at most 100,
+   * in call order, so many publishes can be in flight over few connections. An item error rejects only
+   * its caller; a failed request, such as 429 `queue_full`, rejects every caller in that batch.
    */
   async publish(queue: string, message: SendMessage): Promise<SentMessage> {
     const result = await this.sendBatches.add(queue, message, (messages) => this.send(queue, messages));
@@ -342,6 +366,10 @@ function exchangePath(name: string, suffix = ""): string {
   return `/v1/exchanges/${encodePathSegment(name)}${suffix}`;
 }
 
+function taskPath(id: string, suffix = ""): string {
+  return `/v1/tasks/${encodePathSegment(id)}${suffix}`;
+}
+
 /**
  * Percent-encodes a name for a URL path. "." and ".." are refused because URLs resolve them as
  * relative segments (even when encoded), so the request would reach a different resource.
@@ -377,6 +405,15 @@ function arrayField<T>(answer: Answer, name: string): T[] {
     throw new HopperError({ code: clientErrorCodes.invalidResponse, message, status: answer.status });
   }
   return value as T[];
+}
+
+function objectField<T>(answer: Answer, name: string): T {
+  const value = (answer.body as Record<string, unknown> | undefined)?.[name];
+  if (typeof value !== "object" || value === null) {
+    const message = `answer has no "${name}" object`;
+    throw new HopperError({ code: clientErrorCodes.invalidResponse, message, status: answer.status });
+  }
+  return value as T;
 }
 
 /** A batch answer must hold one result per item, in order (API.md). */

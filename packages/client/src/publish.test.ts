@@ -145,3 +145,32 @@ test("ackLater, nackLater and extendLater coalesce receipts per queue and per ar
   ]);
   assert.deepEqual(answers[5], { error: { code: "stale_receipt", message: "the lease is gone" } });
 });
+
+test("publish passes dedupId and priority through and answers the server's duplicate", async () => {
+  const { clock, server } = setup();
+  const wrapped: typeof fetch = async (input, init) => {
+    const answer = await server.fetch(input, init);
+    const body = JSON.parse(String(init?.body ?? "{}")) as { messages?: SendMessage[] };
+    if (!String(input).endsWith("/messages") || !body.messages) return answer;
+    // The fake server does not deduplicate: mark the items with dedupId "seen" as duplicates.
+    const { results } = (await answer.json()) as { results: { id: string; duplicate: boolean }[] };
+    const marked = results.map((result, index) =>
+      body.messages?.[index]?.dedupId === "seen" ? { id: "first-id", duplicate: true } : result,
+    );
+    return new Response(JSON.stringify({ results: marked }), { status: 200 });
+  };
+  const dedupClient = new HopperClient({ fetch: wrapped, clock });
+  const [fresh, duplicate] = await Promise.all([
+    dedupClient.publish("q", { body: 1, dedupId: "new", priority: 7 }),
+    dedupClient.publish("q", { body: 2, dedupId: "seen" }),
+  ]);
+
+  const requests = server.requestsTo("/messages");
+  assert.equal(requests.length, 1);
+  assert.deepEqual((requests[0]?.body as { messages: SendMessage[] } | undefined)?.messages, [
+    { body: 1, dedupId: "new", priority: 7 },
+    { body: 2, dedupId: "seen" },
+  ]);
+  assert.equal(fresh.duplicate, false);
+  assert.deepEqual(duplicate, { id: "first-id", duplicate: true });
+});

@@ -33,9 +33,14 @@ export interface QueueAttributes {
   /** The server answers null when the queue has no dead-letter queue. */
   deadLetter?: DeadLetterPolicy | null;
   retry?: RetryPolicy;
-  maxDepth?: number;
+  /** The most messages the queue holds, in every state; null = no bound. */
+  maxDepth?: number | null;
+  /** What a send into a queue at `maxDepth` does: refuse (429 `queue_full`), or make room. */
   overflow?: OverflowPolicy;
+  /** How long a dedupId is remembered; 0 = no deduplication. FIFO queues default to 300000. */
   dedupWindowMs?: number;
+  /** A message without a dedupId is deduplicated by its body's SHA-256; needs `dedupWindowMs` above 0. */
+  contentBasedDedup?: boolean;
   pushbackDepth?: number;
   pushbackAgeMs?: number;
   alerts?: QueueAlerts;
@@ -54,8 +59,12 @@ export interface QueueStats {
   nacked: number;
   expired: number;
   deadLettered: number;
-  purged?: number;
-  redelivered?: number;
+  purged: number;
+  redelivered: number;
+  /** Messages deleted by `overflow: "drop-oldest"`; `"dead-letter-oldest"` counts in `deadLettered`. */
+  dropped: number;
+  /** Messages a redrive moved out of this queue. */
+  redriven: number;
 }
 
 /** One entry of `GET /v1/queues`. */
@@ -84,6 +93,7 @@ export interface SendMessage {
   /** A publish idempotency key: a second send with it inside the dedup window is answered `duplicate`. */
   dedupId?: string;
   delayMs?: number;
+  /** 0–9, higher first; standard queues only (a FIFO queue refuses the item). Default 0. */
   priority?: number;
 }
 
@@ -100,6 +110,7 @@ export interface ItemError {
 
 export interface SentMessage {
   id: string;
+  /** True when the queue already held a message with this dedupId; `id` is then that message's. */
   duplicate: boolean;
 }
 
@@ -123,28 +134,59 @@ export interface ReceivedMessage {
 
 /** A message read by peek, which takes no lease and so carries no receipt. */
 export type PeekedMessage = Omit<ReceivedMessage, "receipt" | "firstDeliveredAt"> & {
-  visibleAt?: string;
-  firstDeliveredAt?: string | null;
+  visibleAt: string;
+  firstDeliveredAt: string | null;
+  priority: number;
+  /**
+   * The dedupId it was stored under: its own, or its body's SHA-256 with `contentBasedDedup`; null
+   * when the queue does not deduplicate (`dedupWindowMs` 0), whatever the message carried.
+   */
+  dedupId: string | null;
 };
+
+/**
+ * The headers the server sets on a dead-lettered message. `x-dead-letter-reason` is `max_deliveries`
+ * (delivered too often) or `max_depth` (pushed out by `overflow: "dead-letter-oldest"`).
+ */
+export const deadLetterHeaders = {
+  reason: "x-dead-letter-reason",
+  originalQueue: "x-original-queue",
+  deliveryCount: "x-delivery-count",
+  originalPublishedAt: "x-original-published-at",
+} as const;
 
 export type PeekState = "available" | "delayed" | "in-flight";
 
 export interface RedriveOptions {
-  /** Defaults to each message's source queue. */
+  /** Defaults to each message's source queue (its `x-original-queue` header). */
   to?: string;
+  /** Move at most this many; without it, every message not in flight when the task starts. */
   max?: number;
-  /** Without it, messages move as fast as the store allows. */
+  /** Messages per second, above 0; without it, messages move as fast as the store allows. */
   ratePerSecond?: number;
 }
 
+export type TaskKind = "redrive";
+
 export type TaskState = "running" | "done" | "failed" | "cancelled";
 
+/** A background job of the server (`/v1/tasks`); kept for an hour after it ends, and lost on restart. */
 export interface Task {
   id: string;
-  kind?: string;
+  kind: TaskKind;
   state: TaskState;
   moved: number;
+  /** What the task set out to move when it started; `moved` reaches it unless the queue ran dry. */
   total: number;
+  /** The queue the messages move out of. */
+  queue: string;
+  /** The queue they move to; null = each message's `x-original-queue`. */
+  to: string | null;
+  ratePerSecond: number | null;
+  /** Why a `failed` task stopped, e.g. `queue_not_found` for a source queue that was deleted. */
+  error?: ErrorBody;
+  createdAt: string;
+  finishedAt: string | null;
 }
 
 /** Tells a failed item of a batch answer from a successful one. */
@@ -174,5 +216,8 @@ export interface PublishMessage extends Omit<SendMessage, "delayMs" | "priority"
   routingKey: string;
 }
 
-/** `id` is null when the message reached no queue (and was not mandatory), so it was never stored. */
-export type PublishResult = { id: string | null; routed: number } | ItemError;
+/**
+ * `id` is null when the message reached no queue (and was not mandatory), so it was never stored.
+ * `duplicate` is true when every queue it reached already held its dedupId; `id` is then the first's.
+ */
+export type PublishResult = { id: string | null; routed: number; duplicate: boolean } | ItemError;
