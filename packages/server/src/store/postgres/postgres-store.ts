@@ -14,23 +14,25 @@ import { type MessageRow, type QueueRow, toQueueRecord, toStoredMessage } from "
 import {
   type BindingDestination,
   type DeadLetterRoute,
-  deadLetterHeaders,
+  depthOf,
   type ExchangeRecord,
   type ExchangeType,
   type LeasedMessage,
   type MessageState,
   type NewMessage,
   type QueueAttributes,
-  type QueueCounters,
   type QueueDepth,
   type QueueKind,
   type QueueRecord,
+  type QueueSend,
   type ReceiptResult,
+  type SendPolicy,
   type Store,
   type StoredMessage,
   type StoreEvent,
 } from "../store.js";
 import { StoreEvents } from "./events.js";
+import { groupKeyOf, type LockedQueue, MessageWrites, queueFull } from "./message-writes.js";
 import { checkSchemaName, migrations } from "./schema.js";
 import * as sql from "./statements.js";
 
@@ -48,6 +50,12 @@ type Client = pg.PoolClient;
 
 /** Counters are spread over this many rows per queue (see schema.ts). */
 const counterShards = 16;
+/**
+ * The most FIFO groups one housekeeping step (expiry, the exhausted sweep) locks: each advisory lock
+ * takes a slot of PostgreSQL's shared lock table (max_locks_per_transaction × connections, 6,400 by
+ * default), so a step over many groups handles some of them and leaves the rest to the next step.
+ */
+const groupLocksMax = 1000;
 /** Serializes migrations between nodes that start together: an arbitrary, fixed advisory lock key. */
 const migrationLockClass = 0x686f7070; // "hopp"
 /** Whoever holds this advisory lock leads housekeeping. */
@@ -99,6 +107,50 @@ function notFound(name: string): HopperError {
   return new HopperError("queue_not_found", `Queue "${name}" does not exist.`, { queue: name });
 }
 
+function noRedriveTarget(id: string): HopperError {
+  return new HopperError(
+    "invalid_request",
+    `Message ${id} has no x-original-queue header to return to; redrive it with "to".`,
+    { id },
+  );
+}
+
+/** Queue names in one order on every node: the order in which a call locks several queue rows. */
+function compareNames(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * Each receipt's outcome, given the (seq, token) pairs whose rows were deleted. A receipt that appears
+ * twice in one batch counts once; its repeat is stale, as it would be in a later call.
+ */
+function receiptResults(
+  decoded: readonly ({ seq: number; leaseToken: number } | undefined)[],
+  deleted: readonly { seq: number; leaseToken: number }[],
+): ReceiptResult[] {
+  const left = new Set(deleted.map((pair) => `${pair.seq}.${pair.leaseToken}`));
+  return decoded.map((receipt): ReceiptResult => {
+    if (!receipt) return { error: "invalid_receipt" };
+    if (!left.delete(`${receipt.seq}.${receipt.leaseToken}`)) return { error: "stale_receipt" };
+    return { ok: true };
+  });
+}
+
+type LeaseParams = Parameters<Store["queueLease"]>[0];
+
+/** A target of a redrive step, locked, with its policy and its depth as the step fills it. */
+interface MoveTarget {
+  queue: LockedQueue;
+  policy: SendPolicy;
+  depth: number;
+}
+
+interface PlannedMove {
+  seq: number;
+  message: NewMessage;
+  target: MoveTarget;
+}
+
 export class PostgresStore implements Store {
   private readonly pool: pg.Pool;
   private readonly random: Random;
@@ -108,21 +160,18 @@ export class PostgresStore implements Store {
   /** Announcements of the transaction running on each client, sent only if it commits. */
   private readonly announcementsOf = new WeakMap<Client, string[]>();
   private announcing = false;
-  /** The statements that name their schema, bound to this store's. */
-  private readonly statements: {
-    queueLockShared: string;
-    queueAddCounters: string;
-    messageInsertMany: string;
-  };
+  private readonly writes: MessageWrites;
+  /**
+   * The kind last seen of each queue name: which one-statement lease to try first, and whether a send
+   * or an ack can be one statement. Only a hint: those statements check the kind themselves, since a
+   * queue may have been deleted and created again as the other kind (on another node, too).
+   */
+  private readonly kindHints = new Map<string, QueueKind>();
 
   private constructor(options: PostgresStoreOptions, schema: string) {
     this.schema = schema;
     this.random = options.random;
-    this.statements = {
-      queueLockShared: sql.queueLockSharedIn(schema),
-      queueAddCounters: sql.queueAddCountersIn(schema),
-      messageInsertMany: sql.messageInsertManyIn(schema),
-    };
+    this.writes = new MessageWrites(schema, () => this.counterShard());
     // Every statement is an indexed lookup or an ordered index walk that stops at its LIMIT. Without
     // fresh statistics (autovacuum off, or a queue that grew fast) the planner prefers a bitmap scan
     // and a sort of every available row for the lease query, whose cost then grows with the queue's
@@ -319,27 +368,17 @@ export class PostgresStore implements Store {
     await client.query(sql.notify, [this.events.channel, this.events.encode(event)]);
   }
 
-  private async lockQueueShared(client: Client, name: string): Promise<number> {
-    const { rows } = await client.query<{ queue_id: number }>(this.statements.queueLockShared, [name]);
-    const row = rows[0];
-    if (!row) throw notFound(name);
-    return row.queue_id;
+  private async lockQueueShared(client: Client, name: string): Promise<LockedQueue> {
+    const queue = await this.writes.lockQueue(client, name, "share");
+    if (!queue) throw notFound(name);
+    this.hintKind(name, queue.kind);
+    return queue;
   }
 
-  private async addCounters(client: Client, queueId: number, deltas: Partial<QueueCounters>): Promise<void> {
-    const shard = this.counterShard();
-    await client.query(this.statements.queueAddCounters, [
-      queueId,
-      shard,
-      deltas.published ?? 0,
-      deltas.delivered ?? 0,
-      deltas.redelivered ?? 0,
-      deltas.acked ?? 0,
-      deltas.nacked ?? 0,
-      deltas.expired ?? 0,
-      deltas.deadLettered ?? 0,
-      deltas.purged ?? 0,
-    ]);
+  private hintKind(queue: string, kind: QueueKind): void {
+    // Bounded as the queues are; a full map is dropped whole, since it only saves a retry.
+    if (this.kindHints.size >= limits.queuesMax && !this.kindHints.has(queue)) this.kindHints.clear();
+    this.kindHints.set(queue, kind);
   }
 
   private async queueRow(client: Client | pg.Pool, name: string): Promise<QueueRow | undefined> {
@@ -438,82 +477,80 @@ export class PostgresStore implements Store {
     };
   }
 
-  /** One statement, one round trip (statements.queueSendStatement). */
-  async queueSend(params: { queue: string; messages: NewMessage[] }): Promise<void> {
-    const { messages } = params;
-    const { rows } = await this.statement(sql.queueSendStatement, [
-      params.queue,
+  /**
+   * A send into one standard queue, without overflow or deduplication, is one statement
+   * (statements.queueSendStatement); everything else, and a queue that turns out to be FIFO, is one
+   * transaction.
+   */
+  async queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<{ ids: string[] }[]> {
+    const [only] = params.sends;
+    if (only && params.sends.length === 1 && this.sendFitsOneStatement(only)) {
+      const sent = await this.queueSendInOneStatement(only);
+      if (sent) return [sent];
+    }
+    return this.queueSendInTransaction(params);
+  }
+
+  private sendFitsOneStatement(send: QueueSend): boolean {
+    return (
+      this.kindHints.get(send.queue) !== "fifo" &&
+      send.policy.overflow === null &&
+      send.messages.every((message) => message.dedupId === null)
+    );
+  }
+
+  /** Returns undefined, having written nothing, when the queue is FIFO. */
+  private async queueSendInOneStatement(send: QueueSend): Promise<{ ids: string[] } | undefined> {
+    const { messages } = send;
+    const { rows } = await this.statement<{ queue_id: number; kind: QueueKind }>(sql.queueSendStatement, [
+      send.queue,
       messages.map((m) => m.id),
       messages.map((m) => m.body),
       messages.map((m) => m.contentType),
       messages.map((m) => (Object.keys(m.headers).length > 0 ? JSON.stringify(m.headers) : null)),
       messages.map((m) => m.key),
+      messages.map((m) => m.priority),
       messages.map((m) => m.publishedAt),
       messages.map((m) => m.visibleAt),
-      messages.map(() => 0),
       this.counterShard(),
     ]);
-    if (rows.length === 0) throw notFound(params.queue);
-    this.announceCommitted(params.queue);
+    const row = rows[0];
+    if (!row) throw notFound(send.queue);
+    this.hintKind(send.queue, row.kind);
+    if (row.kind !== "standard") return undefined;
+    this.announceCommitted(send.queue);
+    return { ids: messages.map((m) => m.id) };
   }
 
-  queueSendMany(params: { sends: { queue: string; messages: NewMessage[] }[] }): Promise<void> {
-    // A send to one queue (every direct send) is one statement; copies to several need a transaction.
-    const [only] = params.sends;
-    if (only && params.sends.length === 1) return this.queueSend(only);
+  private queueSendInTransaction(params: { sends: QueueSend[]; now: number }): Promise<{ ids: string[] }[]> {
     return this.transaction(async (client) => {
-      for (const send of params.sends) {
-        const queueId = await this.lockQueueShared(client, send.queue);
-        await this.insertMessages(client, queueId, send.messages);
-        await this.addCounters(client, queueId, { published: send.messages.length });
-        this.announceOnCommit(client, send.queue);
+      const results: { ids: string[] }[] = [];
+      // Queues are locked in name order (message-writes.ts), so that two sends into the same queues
+      // with a maxDepth never wait for each other in a cycle; results keep the order of the sends.
+      const order = params.sends.map((_, index) => index);
+      order.sort((a, b) => compareNames(params.sends[a]?.queue ?? "", params.sends[b]?.queue ?? ""));
+      for (const index of order) {
+        const send = params.sends[index];
+        invariant(send, "the order holds indexes of the sends");
+        const queue = await this.writes.lockQueue(
+          client,
+          send.queue,
+          send.policy.overflow ? "depth" : "share",
+        );
+        if (!queue) throw notFound(send.queue);
+        this.hintKind(send.queue, queue.kind);
+        const { ids, written } = await this.writes.send(
+          client,
+          queue,
+          send.messages,
+          send.policy,
+          params.now,
+        );
+        results[index] = { ids };
+        for (const name of written) this.announceOnCommit(client, name);
       }
+      return results;
     });
-  }
-
-  private async insertMessages(client: Client, queueId: number, messages: NewMessage[]): Promise<void> {
-    await client.query(this.statements.messageInsertMany, [
-      queueId,
-      messages.map((m) => m.id),
-      messages.map((m) => m.body),
-      messages.map((m) => m.contentType),
-      messages.map((m) => (Object.keys(m.headers).length > 0 ? JSON.stringify(m.headers) : null)),
-      messages.map((m) => m.key),
-      messages.map((m) => m.publishedAt),
-      messages.map((m) => m.visibleAt),
-      messages.map(() => 0),
-    ]);
-  }
-
-  /**
-   * Moves rows to their dead-letter queues as new messages in each, with the headers that say why. A
-   * target queue deleted since the route was resolved is skipped; with no target left the messages are
-   * dropped, and counted as dead-lettered either way.
-   */
-  private async deadLetterRows(
-    client: Client,
-    rows: MessageRow[],
-    sourceName: string,
-    sourceId: number,
-    route: DeadLetterRoute,
-    now: number,
-  ): Promise<void> {
-    if (rows.length === 0) return;
-    const moved = rows.map((row) => {
-      const message = toStoredMessage(row);
-      const headers = deadLetterHeaders(message, sourceName, "max_deliveries");
-      return { ...message, headers, publishedAt: now, visibleAt: now };
-    });
-    for (const name of route.queues) {
-      const targetId = (await client.query<{ queue_id: number }>(this.statements.queueLockShared, [name]))
-        .rows[0]?.queue_id;
-      if (targetId === undefined) continue;
-      await this.insertMessages(client, targetId, moved);
-      await this.addCounters(client, targetId, { published: rows.length });
-      this.announceOnCommit(client, name);
-    }
-    await client.query(sql.messageDeleteMany, [rows.map((row) => row.seq)]);
-    await this.addCounters(client, sourceId, { deadLettered: rows.length });
   }
 
   /** A queue's dead-letter target must exist when it is set: a queue, or an exchange. */
@@ -526,8 +563,7 @@ export class PostgresStore implements Store {
     if (!target) return;
     if ("queue" in target) {
       if (target.queue === queueName) return;
-      const { rows } = await client.query(this.statements.queueLockShared, [target.queue]);
-      if (rows.length === 0) {
+      if (!(await this.writes.lockQueue(client, target.queue, "share"))) {
         throw new HopperError(
           "dead_letter_queue_not_found",
           `Dead-letter queue "${target.queue}" does not exist.`,
@@ -551,34 +587,49 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Leases in one statement (statements.queueLeaseStatement); only when candidates used their last
-   * delivery does it take the transactional path, which also moves those to the dead-letter queue.
+   * Leases in one statement (statements.queueLeaseStatement, or queueLeaseFifoStatement for a FIFO
+   * queue); only when candidates used their last delivery, or with autoAck, does it take the
+   * transactional path, which also moves those to the dead-letter queue.
    */
-  async queueLease(params: {
-    queue: string;
-    max: number;
-    now: number;
-    leaseExpiresAt: number;
-    expiredBefore: number;
-    inFlightMax: number;
-    deadLetter: DeadLetterRoute | null;
-  }): Promise<{ messages: LeasedMessage[]; deadLettered: number }> {
+  async queueLease(params: LeaseParams): Promise<{ messages: LeasedMessage[]; deadLettered: number }> {
+    if (params.autoAck) return this.queueLeaseInTransaction(params);
     const tokens = Array.from({ length: params.max }, () => this.random.uint48());
-    const { rows } = await this.statement<MessageRow & { exhausted: number; lease_index: number | null }>(
-      sql.queueLeaseStatement,
-      [
-        params.queue,
-        params.now,
-        params.expiredBefore,
-        params.max,
-        params.inFlightMax,
-        params.deadLetter?.maxDeliveries ?? 2_147_483_647,
-        params.leaseExpiresAt,
-        tokens,
-        this.counterShard(),
-      ],
-    );
-    if (rows.length === 0) throw notFound(params.queue);
+    let kind = this.kindHints.get(params.queue) ?? "standard";
+    let leased = await this.queueLeaseInOneStatement(kind, params, tokens);
+    // The hint was wrong (or the queue was created again as the other kind): nothing was leased.
+    if (leased.kind !== kind) {
+      kind = leased.kind;
+      leased = await this.queueLeaseInOneStatement(kind, params, tokens);
+    }
+    if (leased.kind !== kind) return this.queueLeaseInTransaction(params);
+    const { messages, exhausted } = leased;
+    if (exhausted === 0 || !params.deadLetter) return { messages, deadLettered: 0 };
+    const rest = await this.queueLeaseInTransaction({ ...params, max: params.max - messages.length });
+    return { messages: [...messages, ...rest.messages], deadLettered: rest.deadLettered };
+  }
+
+  /** Runs the one-statement lease of `kind`; it leases nothing if the queue is of the other kind. */
+  private async queueLeaseInOneStatement(
+    kind: QueueKind,
+    params: LeaseParams,
+    tokens: number[],
+  ): Promise<{ kind: QueueKind; messages: LeasedMessage[]; exhausted: number }> {
+    const { rows } = await this.statement<
+      MessageRow & { kind: QueueKind; exhausted: number; lease_index: number | null }
+    >(kind === "fifo" ? sql.queueLeaseFifoStatement : sql.queueLeaseStatement, [
+      params.queue,
+      params.now,
+      params.expiredBefore,
+      params.max,
+      params.inFlightMax,
+      params.deadLetter?.maxDeliveries ?? 2_147_483_647,
+      params.leaseExpiresAt,
+      tokens,
+      this.counterShard(),
+    ]);
+    const first = rows[0];
+    if (!first) throw notFound(params.queue);
+    this.hintKind(params.queue, first.kind);
     const messages = rows
       .filter((row) => row.lease_index !== null)
       .sort((a, b) => (a.lease_index as number) - (b.lease_index as number))
@@ -588,44 +639,60 @@ export class PostgresStore implements Store {
           receipt: encodeReceipt(row.seq, tokens[(row.lease_index as number) - 1] as number),
         }),
       );
-    const exhausted = rows[0]?.exhausted ?? 0;
-    if (exhausted === 0 || !params.deadLetter) return { messages, deadLettered: 0 };
-    const rest = await this.queueLeaseInTransaction({ ...params, max: params.max - messages.length });
-    return { messages: [...messages, ...rest.messages], deadLettered: rest.deadLettered };
+    return { kind: first.kind, messages, exhausted: first.exhausted };
   }
 
-  /** The general lease: leases and dead-letters exhausted candidates in one transaction. */
-  private queueLeaseInTransaction(params: {
-    queue: string;
-    max: number;
-    now: number;
-    leaseExpiresAt: number;
-    expiredBefore: number;
-    inFlightMax: number;
-    deadLetter: DeadLetterRoute | null;
-  }): Promise<{ messages: LeasedMessage[]; deadLettered: number }> {
+  /**
+   * The general lease, in one transaction: leases, dead-letters exhausted candidates, and with autoAck
+   * deletes what it leased. In a FIFO queue it first locks the groups of the heads it may take (and
+   * those groups in FIFO dead-letter queues), since dead-lettering or deleting a head hands its group
+   * to the next message; later passes look only in those groups, for the heads that this made.
+   */
+  private queueLeaseInTransaction(
+    params: LeaseParams,
+  ): Promise<{ messages: LeasedMessage[]; deadLettered: number }> {
     return this.transaction(async (client) => {
-      const queueId = await this.lockQueueShared(client, params.queue);
+      const queue = await this.lockQueueShared(client, params.queue);
       const inFlight =
-        (await client.query<{ n: number }>(sql.messageCountInFlight, [queueId, params.now])).rows[0]?.n ?? 0;
+        (await client.query<{ n: number }>(sql.messageCountInFlight, [queue.queueId, params.now])).rows[0]
+          ?.n ?? 0;
       const wanted = Math.min(params.max, params.inFlightMax - inFlight);
       const messages: LeasedMessage[] = [];
       let deadLettered = 0;
       let redelivered = 0;
+      const locked = queue.kind === "fifo" ? await this.lockHeadGroups(client, queue, params, wanted) : null;
       // Each pass leases or dead-letters every row it locks, so the loop ends; the bound keeps a queue
       // full of exhausted messages from holding one transaction for long.
       for (let pass = 0; pass < 10 && messages.length < wanted; pass++) {
-        const { rows } = await client.query<MessageRow>(sql.messageSelectAvailableForLease, [
-          queueId,
-          params.now,
-          params.expiredBefore,
-          wanted - messages.length,
-        ]);
+        const limit = wanted - messages.length;
+        const { rows } = locked
+          ? await client.query<MessageRow>(sql.messageSelectHeadsForLease, [
+              queue.queueId,
+              params.now,
+              params.expiredBefore,
+              limit,
+              locked.groups,
+            ])
+          : await client.query<MessageRow>(sql.messageSelectAvailableForLease, [
+              queue.queueId,
+              params.now,
+              params.expiredBefore,
+              limit,
+            ]);
         if (rows.length === 0) break;
         const policy = params.deadLetter;
         const exhausted = policy ? rows.filter((row) => row.delivery_count >= policy.maxDeliveries) : [];
         if (policy && exhausted.length > 0) {
-          await this.deadLetterRows(client, exhausted, params.queue, queueId, policy, params.now);
+          const written = await this.writes.deadLetter(
+            client,
+            exhausted,
+            queue,
+            policy,
+            "max_deliveries",
+            params.now,
+            locked?.targets,
+          );
+          for (const name of written) this.announceOnCommit(client, name);
           deadLettered += exhausted.length;
         }
         const toLease = rows.filter((row) => !exhausted.includes(row));
@@ -650,10 +717,68 @@ export class PostgresStore implements Store {
           });
         });
       }
-      if (messages.length > 0)
-        await this.addCounters(client, queueId, { delivered: messages.length, redelivered });
+      if (messages.length === 0) return { messages, deadLettered };
+      let acked = 0;
+      if (params.autoAck) {
+        const seqs = messages.map((message) => decodeReceipt(message.receipt)?.seq ?? -1);
+        const { removed, promoted } = await this.writes.remove(client, queue, seqs);
+        acked = removed;
+        if (promoted > 0) this.announceOnCommit(client, queue.name);
+      }
+      await this.writes.addCounters(client, queue.queueId, {
+        delivered: messages.length,
+        redelivered,
+        acked,
+      });
       return { messages, deadLettered };
     });
+  }
+
+  /**
+   * Locks the groups of the FIFO queue's next `wanted` available heads, with, for those heads that
+   * used their last delivery, the same groups in the FIFO dead-letter queues they go to: all in one
+   * statement, before any message row is locked (the lock order of message-writes.ts).
+   */
+  private async lockHeadGroups(
+    client: Client,
+    queue: LockedQueue,
+    params: LeaseParams,
+    wanted: number,
+  ): Promise<{ groups: string[]; targets: LockedQueue[] | undefined }> {
+    const { rows } = await client.query<{ group_key: string; delivery_count: number }>(
+      sql.messageSelectHeadGroups,
+      [queue.queueId, params.now, params.expiredBefore, Math.max(0, wanted)],
+    );
+    const groups = rows.map((row) => row.group_key);
+    const policy = params.deadLetter;
+    const exhaustedGroups = policy
+      ? rows.filter((row) => row.delivery_count >= policy.maxDeliveries).map((row) => row.group_key)
+      : [];
+    const targets =
+      policy && exhaustedGroups.length > 0 ? await this.writes.lockTargets(client, policy.queues) : undefined;
+    await this.writes.lockGroups(client, [
+      ...groups.map((groupKey) => ({ queueId: queue.queueId, groupKey })),
+      ...(targets ?? [])
+        .filter((target) => target.kind === "fifo")
+        .flatMap((target) => exhaustedGroups.map((groupKey) => ({ queueId: target.queueId, groupKey }))),
+    ]);
+    return { groups, targets };
+  }
+
+  /**
+   * In a FIFO queue, locks the groups of the rows these seqs name (a removal may hand a group on), before
+   * the rows are locked. A standard queue has no groups.
+   */
+  private async lockGroupsOfSeqs(client: Client, queue: LockedQueue, seqs: readonly number[]): Promise<void> {
+    if (queue.kind !== "fifo" || seqs.length === 0) return;
+    const { rows } = await client.query<{ group_key: string }>(sql.messageSelectGroupsOfSeqs, [
+      queue.queueId,
+      seqs,
+    ]);
+    await this.writes.lockGroups(
+      client,
+      rows.map((row) => ({ queueId: queue.queueId, groupKey: row.group_key })),
+    );
   }
 
   /**
@@ -691,23 +816,63 @@ export class PostgresStore implements Store {
     return { results, rows: matched };
   }
 
-  /** One statement, one round trip (statements.queueAckStatement). */
+  /**
+   * In a standard queue one statement, one round trip (statements.queueAckStatement). In a FIFO queue
+   * an ack hands the group to its next message, under the group's lock: a transaction.
+   */
   async queueAck(params: { queue: string; receipts: string[] }): Promise<ReceiptResult[]> {
+    if (this.kindHints.get(params.queue) === "fifo") return this.queueAckInTransaction(params);
     const decoded = params.receipts.map(decodeReceipt);
     const valid = decoded.filter((receipt) => receipt !== undefined);
-    const { rows } = await this.statement<{ queue_id: number | null; seqs: number[]; tokens: number[] }>(
-      sql.queueAckStatement,
-      [params.queue, valid.map((r) => r.seq), valid.map((r) => r.leaseToken), this.counterShard()],
-    );
+    const { rows } = await this.statement<{
+      queue_id: number | null;
+      kind: QueueKind | null;
+      seqs: number[];
+      tokens: number[];
+    }>(sql.queueAckStatement, [
+      params.queue,
+      valid.map((r) => r.seq),
+      valid.map((r) => r.leaseToken),
+      this.counterShard(),
+    ]);
     const row = rows[0];
-    if (!row || row.queue_id === null) throw notFound(params.queue);
-    const deleted = new Set(row.seqs.map((seq, i) => `${seq}.${row.tokens[i]}`));
-    // A receipt that appears twice in one batch counts once; its repeat is stale, as in a later call.
-    return decoded.map((receipt): ReceiptResult => {
-      if (!receipt) return { error: "invalid_receipt" };
-      const key = `${receipt.seq}.${receipt.leaseToken}`;
-      if (!deleted.delete(key)) return { error: "stale_receipt" };
-      return { ok: true };
+    if (!row || row.queue_id === null || row.kind === null) throw notFound(params.queue);
+    this.hintKind(params.queue, row.kind);
+    if (row.kind !== "standard") return this.queueAckInTransaction(params);
+    return receiptResults(
+      decoded,
+      row.seqs.map((seq, i) => ({ seq, leaseToken: row.tokens[i] as number })),
+    );
+  }
+
+  private queueAckInTransaction(params: { queue: string; receipts: string[] }): Promise<ReceiptResult[]> {
+    return this.transaction(async (client) => {
+      const queue = await this.lockQueueShared(client, params.queue);
+      const decoded = params.receipts.map(decodeReceipt);
+      const valid = decoded.filter((receipt) => receipt !== undefined);
+      await this.lockGroupsOfSeqs(
+        client,
+        queue,
+        valid.map((r) => r.seq),
+      );
+      const { rows } = await client.query<{
+        seq: number;
+        lease_token: number;
+        group_key: string | null;
+        head: boolean;
+      }>(sql.messageDeleteByReceipts, [
+        queue.queueId,
+        valid.map((r) => r.seq),
+        valid.map((r) => r.leaseToken),
+      ]);
+      if (rows.length > 0) await this.writes.addCounters(client, queue.queueId, { acked: rows.length });
+      const heads = rows.filter((deleted) => deleted.head).map((deleted) => deleted.group_key);
+      if ((await this.writes.promoteHeads(client, queue, heads)) > 0)
+        this.announceOnCommit(client, queue.name);
+      return receiptResults(
+        decoded,
+        rows.map((deleted) => ({ seq: deleted.seq, leaseToken: deleted.lease_token })),
+      );
     });
   }
 
@@ -719,13 +884,32 @@ export class PostgresStore implements Store {
     deadLetter: DeadLetterRoute | null;
   }): Promise<{ results: ReceiptResult[]; deadLettered: number }> {
     return this.transaction(async (client) => {
-      const queueId = await this.lockQueueShared(client, params.queue);
-      const { results, rows } = await this.rowsByReceipt(client, queueId, params.receipts);
+      const queue = await this.lockQueueShared(client, params.queue);
+      // Only a dead letter removes a head; a retried head stays the head of its group.
+      if (params.deadLetter) {
+        const seqs = params.receipts.map((receipt) => decodeReceipt(receipt)?.seq);
+        await this.lockGroupsOfSeqs(
+          client,
+          queue,
+          seqs.filter((seq) => seq !== undefined),
+        );
+      }
+      const { results, rows } = await this.rowsByReceipt(client, queue.queueId, params.receipts);
       const found = rows.filter((row) => row !== undefined);
       const policy = params.deadLetter;
       const exhausted = policy ? found.filter((row) => row.delivery_count >= policy.maxDeliveries) : [];
       const retried = found.filter((row) => !exhausted.includes(row));
-      if (policy) await this.deadLetterRows(client, exhausted, params.queue, queueId, policy, params.now);
+      if (policy) {
+        const written = await this.writes.deadLetter(
+          client,
+          exhausted,
+          queue,
+          policy,
+          "max_deliveries",
+          params.now,
+        );
+        for (const name of written) this.announceOnCommit(client, name);
+      }
       if (retried.length > 0) {
         await client.query(sql.messageReleaseMany, [
           retried.map((row) => row.seq),
@@ -733,7 +917,7 @@ export class PostgresStore implements Store {
         ]);
         this.announceOnCommit(client, params.queue);
       }
-      if (found.length > 0) await this.addCounters(client, queueId, { nacked: found.length });
+      if (found.length > 0) await this.writes.addCounters(client, queue.queueId, { nacked: found.length });
       return { results, deadLettered: exhausted.length };
     });
   }
@@ -744,8 +928,8 @@ export class PostgresStore implements Store {
     leaseExpiresAt: number;
   }): Promise<ReceiptResult[]> {
     return this.transaction(async (client) => {
-      const queueId = await this.lockQueueShared(client, params.queue);
-      const { results, rows } = await this.rowsByReceipt(client, queueId, params.receipts);
+      const queue = await this.lockQueueShared(client, params.queue);
+      const { results, rows } = await this.rowsByReceipt(client, queue.queueId, params.receipts);
       const seqs = rows.filter((row) => row !== undefined).map((row) => row.seq);
       if (seqs.length > 0) {
         await client.query(sql.messageExtendMany, [seqs, params.leaseExpiresAt]);
@@ -775,26 +959,169 @@ export class PostgresStore implements Store {
     return rows.map(toStoredMessage);
   }
 
+  /**
+   * Deletes every message under the queue row's exclusive lock: no send, lease or ack of the queue runs
+   * meanwhile, so no FIFO group can gain a message that the purge's snapshot misses (it would be left
+   * without a head), and the purge needs no group lock, however many groups there are.
+   */
   queuePurge(params: { queue: string }): Promise<{ purged: number }> {
     return this.transaction(async (client) => {
-      const queueId = await this.lockQueueShared(client, params.queue);
-      const purged = (await client.query(sql.messageDeleteAllOfQueue, [queueId])).rowCount ?? 0;
-      await this.addCounters(client, queueId, { purged });
+      const queue = (await client.query<{ queue_id: number }>(sql.queueLockExclusive, [params.queue]))
+        .rows[0];
+      if (!queue) throw notFound(params.queue);
+      const purged = (await client.query(sql.messageDeleteAllOfQueue, [queue.queue_id])).rowCount ?? 0;
+      await this.writes.addCounters(client, queue.queue_id, { purged });
       return { purged };
     });
   }
 
-  queueExpire(params: { queue: string; expiredBefore: number; max: number }): Promise<{ expired: number }> {
+  /**
+   * Deletes what is past retention; in a FIFO queue only in the groups it could lock (at most
+   * groupLocksMax), handing each group whose head went to its next message. Then forgets dedupIds whose
+   * window ended.
+   */
+  queueExpire(params: {
+    queue: string;
+    expiredBefore: number;
+    max: number;
+    now: number;
+  }): Promise<{ expired: number }> {
     return this.transaction(async (client) => {
-      const queueId = await this.lockQueueShared(client, params.queue);
-      const expired =
-        (await client.query(sql.messageDeleteExpired, [queueId, params.expiredBefore, params.max]))
-          .rowCount ?? 0;
-      if (expired > 0) await this.addCounters(client, queueId, { expired });
-      return { expired };
+      const queue = await this.lockQueueShared(client, params.queue);
+      let groups: string[] | null = null;
+      if (queue.kind === "fifo") {
+        const { rows } = await client.query<{ group_key: string }>(sql.messageSelectExpiredGroups, [
+          queue.queueId,
+          params.expiredBefore,
+          params.max,
+        ]);
+        groups = [...new Set(rows.map((row) => row.group_key))].slice(0, groupLocksMax);
+        await this.writes.lockGroups(
+          client,
+          groups.map((groupKey) => ({ queueId: queue.queueId, groupKey })),
+        );
+      }
+      const { rows } = await client.query<{ group_key: string | null; head: boolean }>(
+        sql.messageDeleteExpired,
+        [queue.queueId, params.expiredBefore, params.max, groups],
+      );
+      if (rows.length > 0) await this.writes.addCounters(client, queue.queueId, { expired: rows.length });
+      const heads = rows.filter((row) => row.head).map((row) => row.group_key);
+      if ((await this.writes.promoteHeads(client, queue, heads)) > 0)
+        this.announceOnCommit(client, queue.name);
+      await client.query(sql.dedupDeleteExpired, [queue.queueId, params.now, params.max]);
+      return { expired: rows.length };
     });
   }
 
+  /**
+   * A redrive step in one transaction (Store.queueMove). The source's candidates and their targets are
+   * read first, so that the target queues (in name order), then every FIFO group involved (in one
+   * statement), then the message rows are locked, as message-writes.ts orders locks.
+   */
+  queueMove(params: {
+    queue: string;
+    to: string | null;
+    max: number;
+    now: number;
+    policies: ReadonlyMap<string, SendPolicy>;
+  }): Promise<{ moved: number; targets: string[]; stoppedBy: HopperError | null }> {
+    return this.transaction(async (client) => {
+      const source = await this.lockQueueShared(client, params.queue);
+      const { rows: candidates } = await client.query<MessageRow>(sql.messageSelectMovable, [
+        source.queueId,
+        params.now,
+        params.max,
+      ]);
+      const { moves, stoppedBy } = await this.planMoves(client, candidates, params);
+      if (moves.length === 0) return { moved: 0, targets: [], stoppedBy };
+      await this.writes.lockGroups(client, [
+        ...(source.kind === "fifo"
+          ? moves.map(({ message }) => ({ queueId: source.queueId, groupKey: groupKeyOf(message) }))
+          : []),
+        ...moves
+          .filter(({ target }) => target.queue.kind === "fifo")
+          .map(({ message, target }) => ({ queueId: target.queue.queueId, groupKey: groupKeyOf(message) })),
+      ]);
+      const { rows: lockedRows } = await client.query<MessageRow>(sql.messageSelectMovableBySeqs, [
+        source.queueId,
+        moves.map(({ seq }) => seq),
+        params.now,
+      ]);
+      // A candidate leased or removed since it was read ends the step there, so order per key holds.
+      const still = new Set(lockedRows.map((row) => row.seq));
+      const missing = moves.findIndex(({ seq }) => !still.has(seq));
+      const moved = missing === -1 ? moves : moves.slice(0, missing);
+      if (moved.length === 0) return { moved: 0, targets: [], stoppedBy: null };
+      const targets = [...new Set(moved.map(({ target }) => target))];
+      for (const target of targets) {
+        const messages = moved.filter((move) => move.target === target).map(({ message }) => message);
+        const policy = { dedupWindowMs: 0, overflow: target.policy.overflow };
+        const { written } = await this.writes.send(client, target.queue, messages, policy, params.now);
+        for (const name of written) this.announceOnCommit(client, name);
+      }
+      const { promoted } = await this.writes.remove(
+        client,
+        source,
+        moved.map(({ seq }) => seq),
+      );
+      if (promoted > 0) this.announceOnCommit(client, source.name);
+      await this.writes.addCounters(client, source.queueId, { redriven: moved.length });
+      return {
+        moved: moved.length,
+        targets: targets.map((target) => target.queue.name),
+        stoppedBy: missing === -1 ? stoppedBy : null,
+      };
+    });
+  }
+
+  /**
+   * Decides where each candidate of a redrive step goes, in order, and where the step stops: before
+   * the first candidate without a target, with a target that does not exist or has no policy, or with
+   * a full target that refuses. Locks the targets, in name order, for writing (a target with a maxDepth
+   * for its depth, read once it is locked).
+   */
+  private async planMoves(
+    client: Client,
+    candidates: readonly MessageRow[],
+    params: { to: string | null; now: number; policies: ReadonlyMap<string, SendPolicy> },
+  ): Promise<{ moves: PlannedMove[]; stoppedBy: HopperError | null }> {
+    const named = candidates.map((row) => {
+      const message = toStoredMessage(row);
+      const name = params.to ?? message.headers["x-original-queue"] ?? null;
+      return { seq: row.seq, message: { ...message, publishedAt: params.now, visibleAt: params.now }, name };
+    });
+    const firstUnnamed = named.findIndex(({ name }) => name === null);
+    const names = new Set(named.slice(0, firstUnnamed === -1 ? undefined : firstUnnamed).map((n) => n.name));
+    const targets = new Map<string, MoveTarget>();
+    for (const name of [...names].filter((n) => n !== null).sort(compareNames)) {
+      const policy = params.policies.get(name);
+      if (!policy) continue;
+      const queue = await this.writes.lockQueue(client, name, policy.overflow ? "depth" : "share");
+      if (!queue) continue;
+      const depth = policy.overflow ? depthOf(await this.writes.counters(client, queue.queueId)) : 0;
+      targets.set(name, { queue, policy, depth });
+    }
+    const moves: PlannedMove[] = [];
+    for (const { seq, message, name } of named) {
+      if (name === null) return { moves, stoppedBy: noRedriveTarget(message.id) };
+      const target = targets.get(name);
+      if (!target) return { moves, stoppedBy: notFound(name) };
+      const overflow = target.policy.overflow;
+      if (overflow?.policy === "reject" && target.depth + 1 > overflow.maxDepth) {
+        return { moves, stoppedBy: queueFull(name, overflow.maxDepth, target.depth) };
+      }
+      target.depth++;
+      moves.push({ seq, message, target });
+    }
+    return { moves, stoppedBy: null };
+  }
+
+  /**
+   * Dead-letters the leases that ended in the window having used their last delivery; in a FIFO queue
+   * only in the groups it could lock (at most groupLocksMax), locked with the same groups of FIFO
+   * dead-letter queues before any row.
+   */
   queueDeadLetterExhausted(params: {
     queue: string;
     visibleFrom: number;
@@ -803,15 +1130,39 @@ export class PostgresStore implements Store {
     deadLetter: DeadLetterRoute;
   }): Promise<{ deadLettered: number }> {
     return this.transaction(async (client) => {
-      const queueId = await this.lockQueueShared(client, params.queue);
-      const { rows } = await client.query<MessageRow>(sql.messageSelectExhausted, [
-        queueId,
+      const queue = await this.lockQueueShared(client, params.queue);
+      const window = [
+        queue.queueId,
         params.visibleFrom,
         params.now,
         params.deadLetter.maxDeliveries,
         params.max,
-      ]);
-      await this.deadLetterRows(client, rows, params.queue, queueId, params.deadLetter, params.now);
+      ];
+      let groups: string[] | null = null;
+      let targets: LockedQueue[] | undefined;
+      if (queue.kind === "fifo") {
+        const { rows } = await client.query<{ group_key: string }>(sql.messageSelectExhaustedGroups, window);
+        groups = [...new Set(rows.map((row) => row.group_key))].slice(0, groupLocksMax);
+        targets = await this.writes.lockTargets(client, params.deadLetter.queues);
+        const keys = groups;
+        await this.writes.lockGroups(
+          client,
+          [queue, ...targets.filter((target) => target.kind === "fifo")].flatMap((locked) =>
+            keys.map((groupKey) => ({ queueId: locked.queueId, groupKey })),
+          ),
+        );
+      }
+      const { rows } = await client.query<MessageRow>(sql.messageSelectExhausted, [...window, groups]);
+      const written = await this.writes.deadLetter(
+        client,
+        rows,
+        queue,
+        params.deadLetter,
+        "max_deliveries",
+        params.now,
+        targets,
+      );
+      for (const name of written) this.announceOnCommit(client, name);
       return { deadLettered: rows.length };
     });
   }

@@ -9,7 +9,20 @@
  * - queue_counters: counters are spread over 16 rows per queue, and each transaction adds to one at
  *   random. One row per queue would serialize every writer of the queue on its row lock until commit;
  *   16 rows make that rare. The columns are not indexed, so the updates are HOT and leave no index
- *   bloat, and the fillfactor leaves room in the page for them.
+ *   bloat, and the fillfactor leaves room in the page for them. Summed, they give a queue's depth
+ *   (store.ts depthOf), which maxDepth is enforced against.
+ * - messages.priority: 0–9; a standard queue leases higher priorities first. Only rows above 0 enter
+ *   messages_by_priority, so queues that never use priorities pay nothing for it.
+ * - messages.dedup_id: the deduplication id the message was stored with, if its queue deduplicates.
+ * - messages.group_key (FIFO queues only, NULL in standard ones): the message's group, its key or ""
+ *   without one. messages.head (FIFO only): true on the oldest message (lowest seq) of its group, the
+ *   only one a lease may take, so a group has at most one message in flight and is delivered in order.
+ *   Whatever removes a head makes the group's next message the head in the same transaction. Every
+ *   transaction that adds to a group or removes its head first takes the group's advisory lock
+ *   (statements.groupLockMany), so that concurrent writers on other nodes agree on which row is the
+ *   head; the lock order is written in message-writes.ts.
+ * - dedup: per queue, each dedupId with the id of the message stored under it, until its window ends
+ *   (expires_at), acked or not. The primary key makes concurrent sends of one dedupId store it once.
  */
 /** Schema names are put into SQL as identifiers, so they are checked against this first. */
 export const schemaPattern = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -83,5 +96,39 @@ export const migrations: readonly string[] = [
     PRIMARY KEY (exchange_id, destination_kind, destination, pattern)
   );
   CREATE INDEX bindings_by_destination ON bindings (destination_kind, destination);
+  `,
+  `
+  ALTER TABLE queue_counters
+    ADD COLUMN dropped bigint NOT NULL DEFAULT 0,
+    ADD COLUMN redriven bigint NOT NULL DEFAULT 0;
+
+  ALTER TABLE messages
+    ADD COLUMN priority smallint NOT NULL DEFAULT 0,
+    ADD COLUMN dedup_id text,
+    ADD COLUMN group_key text,
+    ADD COLUMN head boolean NOT NULL DEFAULT false;
+
+  -- Messages above priority 0 are leased first; the common case, priority 0, adds no index entry.
+  CREATE INDEX messages_by_priority ON messages (queue_id, priority DESC, visible_at) WHERE priority > 0;
+  -- A FIFO group's messages in order: whether a group is empty, and which message is next.
+  CREATE INDEX messages_by_group ON messages (queue_id, group_key, seq) WHERE group_key IS NOT NULL;
+  -- What a FIFO queue can lease: its heads, in visibility order.
+  CREATE INDEX messages_heads ON messages (queue_id, visible_at) WHERE head;
+
+  -- Messages stored in FIFO queues before groups existed join them: each group's oldest is its head.
+  UPDATE messages m SET group_key = coalesce(m.key, '')
+  FROM queues q WHERE q.queue_id = m.queue_id AND q.kind = 'fifo';
+  UPDATE messages SET head = true WHERE seq IN (
+    SELECT min(seq) FROM messages WHERE group_key IS NOT NULL GROUP BY queue_id, group_key);
+
+  CREATE TABLE dedup (
+    queue_id   bigint NOT NULL REFERENCES queues ON DELETE CASCADE,
+    dedup_id   text NOT NULL,
+    message_id text NOT NULL,
+    expires_at bigint NOT NULL,
+    PRIMARY KEY (queue_id, dedup_id)
+  );
+  -- The retention sweep forgets the dedupIds whose window ended.
+  CREATE INDEX dedup_by_expiry ON dedup (queue_id, expires_at);
   `,
 ];

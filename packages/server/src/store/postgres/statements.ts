@@ -1,14 +1,15 @@
 /**
  * Every SQL statement the PostgreSQL store runs, one named constant each, with what it does, its
  * parameters ($n, in order) and what it returns. Batches travel as arrays and are expanded with
- * unnest(), so one statement handles a whole batch in one round trip.
+ * unnest(), so one statement handles a whole batch in one round trip. A parameter documented as
+ * "groups (NULL: any)" restricts a statement to FIFO groups whose advisory locks the transaction holds.
  */
 
-const counterColumns = "published, delivered, redelivered, acked, nacked, expired, dead_lettered, purged";
+const counterColumns =
+  "published, delivered, redelivered, acked, nacked, expired, dead_lettered, purged, dropped, redriven";
 
-/** A queue with its counters summed over their shards. */
-const queueWithCounters = `
-  SELECT q.queue_id, q.name, q.kind, q.attributes, q.created_at,
+/** A queue's counters summed over their shards (`c`), as float8, which holds them exactly. */
+const counterSums = `
     coalesce(sum(c.published), 0)::float8 AS published,
     coalesce(sum(c.delivered), 0)::float8 AS delivered,
     coalesce(sum(c.redelivered), 0)::float8 AS redelivered,
@@ -16,7 +17,13 @@ const queueWithCounters = `
     coalesce(sum(c.nacked), 0)::float8 AS nacked,
     coalesce(sum(c.expired), 0)::float8 AS expired,
     coalesce(sum(c.dead_lettered), 0)::float8 AS dead_lettered,
-    coalesce(sum(c.purged), 0)::float8 AS purged
+    coalesce(sum(c.purged), 0)::float8 AS purged,
+    coalesce(sum(c.dropped), 0)::float8 AS dropped,
+    coalesce(sum(c.redriven), 0)::float8 AS redriven`;
+
+/** A queue with its counters summed over their shards. */
+const queueWithCounters = `
+  SELECT q.queue_id, q.name, q.kind, q.attributes, q.created_at, ${counterSums}
   FROM queues q LEFT JOIN queue_counters c USING (queue_id)`;
 
 /** $1 name. Returns: the queue with its counters, or no row. */
@@ -26,15 +33,40 @@ export const queueSelectByName = `${queueWithCounters} WHERE q.name = $1 GROUP B
 export const queueSelectAll = `${queueWithCounters} GROUP BY q.queue_id ORDER BY q.name`;
 
 /**
- * $1 name. Returns: { queue_id, attributes } and holds a key-share lock on the queue row until
+ * $1 name. Returns: { queue_id, kind, attributes } and holds a key-share lock on the queue row until
  * commit, so that the queue cannot be deleted under a transaction that writes its messages.
  * Statements that an application runs in its own transaction (sendInTransaction) name their schema,
  * since the application's search_path is its own; they are functions of it.
  */
 export const queueLockSharedIn = (schema: string) =>
-  `SELECT queue_id, attributes FROM "${schema}".queues WHERE name = $1 FOR KEY SHARE`;
+  `SELECT queue_id, kind, attributes FROM "${schema}".queues WHERE name = $1 FOR KEY SHARE`;
 
-/** $1 name. Returns: { queue_id, kind } locked for update (upsert and delete). */
+/** $1 name. Returns: the queue with its counters (as queueSelectByName), holding a key-share lock on
+ * its row until commit (as queueLockSharedIn). */
+export const queueLockSharedWithCountersIn = (schema: string) => `
+  WITH q AS (SELECT * FROM "${schema}".queues WHERE name = $1 FOR KEY SHARE)
+  SELECT q.queue_id, q.name, q.kind, q.attributes, q.created_at, counters.*
+  FROM q, LATERAL (SELECT ${counterSums} FROM "${schema}".queue_counters c WHERE c.queue_id = q.queue_id)
+    AS counters`;
+
+/**
+ * $1 name. Returns: { queue_id, kind } with the queue row locked FOR NO KEY UPDATE until commit: the
+ * lock of a send into a queue with a maxDepth. It serializes such sends, so each reads the depth the
+ * previous one left, and conflicts with nothing else: leases, acks and sends without a maxDepth take
+ * FOR KEY SHARE, which it does not block. The depth must be read by a later statement (queueCountersIn):
+ * a statement's snapshot is taken before it waits for the lock.
+ */
+export const queueLockForDepthIn = (schema: string) =>
+  `SELECT queue_id, kind FROM "${schema}".queues WHERE name = $1 FOR NO KEY UPDATE`;
+
+/** $1 queueId. Returns: one row, the queue's counters summed over their shards. */
+export const queueCountersIn = (schema: string) =>
+  `SELECT ${counterSums} FROM "${schema}".queue_counters c WHERE c.queue_id = $1`;
+
+/**
+ * $1 name. Returns: { queue_id, kind } locked for update: upsert, delete and purge. It waits for every
+ * transaction that holds any lock on the queue row and keeps new ones out until commit.
+ */
 export const queueLockExclusive = `SELECT queue_id, kind FROM queues WHERE name = $1 FOR UPDATE`;
 
 /** Returns: { n } the number of queues. */
@@ -56,10 +88,10 @@ export const queueSelectDeadLetterSources = `
 /** $1 queueId. Deletes the queue; its counters go by cascade. */
 export const queueDelete = `DELETE FROM queues WHERE queue_id = $1`;
 
-/** $1 queueId, $2 shard, $3..$10 the counter deltas in counterColumns order. */
+/** $1 queueId, $2 shard, $3..$12 the counter deltas in counterColumns order. */
 export const queueAddCountersIn = (schema: string) => `
   INSERT INTO "${schema}".queue_counters AS queue_counters (queue_id, shard, ${counterColumns})
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
   ON CONFLICT (queue_id, shard) DO UPDATE SET
     published = queue_counters.published + excluded.published,
     delivered = queue_counters.delivered + excluded.delivered,
@@ -68,14 +100,88 @@ export const queueAddCountersIn = (schema: string) => `
     nacked = queue_counters.nacked + excluded.nacked,
     expired = queue_counters.expired + excluded.expired,
     dead_lettered = queue_counters.dead_lettered + excluded.dead_lettered,
-    purged = queue_counters.purged + excluded.purged`;
+    purged = queue_counters.purged + excluded.purged,
+    dropped = queue_counters.dropped + excluded.dropped,
+    redriven = queue_counters.redriven + excluded.redriven`;
 
-/** $1 queueId, $2 ids, $3 bodies, $4 contentTypes, $5 headers (JSON or NULL), $6 keys, $7 publishedAts,
- * $8 visibleAts, $9 deliveryCounts: one array element per message. */
+/** The advisory lock class of FIFO groups; the second key is hashtext(queue_id || ':' || group_key). */
+const groupLockClass = 0x686f7067; // "hopg"
+
+/**
+ * $1 queueIds, $2 groupKeys: pairs, one array element each. Takes the advisory lock of each FIFO group
+ * named until the transaction ends, in the order of the lock keys, so two transactions that lock
+ * several groups never wait for each other in a cycle. (PostgreSQL evaluates a volatile function in
+ * the select list after ORDER BY, so the locks are taken in that order.) Two groups whose keys hash
+ * alike share a lock: that only serializes them more than needed. A transaction takes these locks
+ * before it reads a group to add to it or removes a head, and before it locks any message row of the
+ * group; see message-writes.ts.
+ */
+export const groupLockMany = `
+  SELECT pg_advisory_xact_lock(${groupLockClass}, k) FROM (
+    SELECT DISTINCT hashtext(g.queue_id::text || ':' || g.group_key) AS k
+    FROM unnest($1::bigint[], $2::text[]) AS g(queue_id, group_key)) AS keys
+  ORDER BY k`;
+
+/**
+ * $1 queueId, $2 groupKeys. Makes each group's oldest message its head, where it is not already: run
+ * after anything removes messages of the groups, under their locks. Returns: rowCount, the heads made.
+ */
+export const groupPromoteHeadsIn = (schema: string) => `
+  UPDATE "${schema}".messages SET head = true
+  WHERE seq IN (
+    SELECT (SELECT m.seq FROM "${schema}".messages m WHERE m.queue_id = $1 AND m.group_key = g
+            ORDER BY m.seq LIMIT 1)
+    FROM unnest($2::text[]) AS g)
+  AND NOT head`;
+
+/**
+ * $1 queueId, $2 dedupIds (distinct), $3 messageIds, $4 now, $5 expiresAt. Claims each dedupId for its
+ * message, unless an entry whose window lasts (expires_at > now) holds it. A concurrent claim of the
+ * same id waits here for the other transaction and then finds its entry, so the id is stored once. Ids
+ * are claimed in sorted order, so two batches never wait for each other in a cycle. Every entry it
+ * meets stays locked until commit, also those it does not claim. Returns: { dedup_id } of each claim.
+ */
+export const dedupClaimIn = (schema: string) => `
+  INSERT INTO "${schema}".dedup AS d (queue_id, dedup_id, message_id, expires_at)
+  SELECT $1, e.dedup_id, e.message_id, $5
+  FROM unnest($2::text[], $3::text[]) AS e(dedup_id, message_id)
+  ORDER BY e.dedup_id
+  ON CONFLICT (queue_id, dedup_id) DO UPDATE SET message_id = excluded.message_id, expires_at = excluded.expires_at
+  WHERE d.expires_at <= $4
+  RETURNING d.dedup_id`;
+
+/** $1 queueId, $2 dedupIds. Returns: { dedup_id, message_id } of each entry (the ones dedupClaimIn
+ * found taken; it locked them, so they are still there). */
+export const dedupSelectIn = (schema: string) => `
+  SELECT dedup_id, message_id FROM "${schema}".dedup WHERE queue_id = $1 AND dedup_id = ANY($2::text[])`;
+
+/** $1 queueId, $2 now, $3 limit. Forgets up to `limit` dedupIds whose window ended; entries that a send
+ * holds right now are skipped (it may be claiming them anew). */
+export const dedupDeleteExpired = `
+  DELETE FROM dedup WHERE queue_id = $1 AND dedup_id IN (
+    SELECT dedup_id FROM dedup WHERE queue_id = $1 AND expires_at <= $2 LIMIT $3 FOR UPDATE SKIP LOCKED)`;
+
+/**
+ * $1 queueId, $2 fifo, $3 ids, $4 bodies, $5 contentTypes, $6 headers (JSON or NULL), $7 keys,
+ * $8 priorities, $9 dedupIds, $10 publishedAts, $11 visibleAts: one array element per message. Inserts
+ * them in array order (seq follows it). In a FIFO queue ($2) each joins the group of its key ("" without
+ * one), has priority 0, and is its group's head if it is the group's first in the batch and the group
+ * holds no message yet; the caller holds the groups' locks, taken by an earlier statement, so that this
+ * statement's snapshot sees every committed message of the groups.
+ */
 export const messageInsertManyIn = (schema: string) => `
-  INSERT INTO "${schema}".messages (queue_id, id, body, content_type, headers, key, published_at, visible_at, delivery_count)
-  SELECT $1, * FROM unnest($2::text[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::bigint[],
-    $8::bigint[], $9::int[])`;
+  INSERT INTO "${schema}".messages (queue_id, id, body, content_type, headers, key, priority, dedup_id,
+    group_key, head, published_at, visible_at)
+  SELECT $1, m.id, m.body, m.content_type, m.headers, m.key, CASE WHEN $2 THEN 0 ELSE m.priority END,
+    m.dedup_id, CASE WHEN $2 THEN coalesce(m.key, '') END,
+    $2 AND m.ord = min(m.ord) OVER (PARTITION BY coalesce(m.key, ''))
+      AND NOT EXISTS (SELECT 1 FROM "${schema}".messages x
+                      WHERE x.queue_id = $1 AND x.group_key = coalesce(m.key, '')),
+    m.published_at, m.visible_at
+  FROM unnest($3::text[], $4::bytea[], $5::text[], $6::text[], $7::text[], $8::smallint[], $9::text[],
+    $10::bigint[], $11::bigint[])
+    WITH ORDINALITY AS m(id, body, content_type, headers, key, priority, dedup_id, published_at, visible_at, ord)
+  ORDER BY m.ord`;
 
 /** $1 queueId, $2 now. Returns: { n } messages in flight. */
 export const messageCountInFlight = `
@@ -83,14 +189,44 @@ export const messageCountInFlight = `
   WHERE queue_id = $1 AND visible_at > $2 AND lease_token IS NOT NULL`;
 
 /**
- * $1 queueId, $2 now, $3 expiredBefore, $4 limit. Returns: the next available rows in visibility order,
- * locked; rows another transaction holds are skipped, so concurrent leases take different messages.
- * `published_at + 0` keeps the planner off the publish index: the only good plan walks
- * messages_by_visibility in order and stops after `limit` rows, whatever the queue's depth.
+ * $1 queueId, $2 now, $3 expiredBefore, $4 limit. Returns: a standard queue's next available rows,
+ * those above priority 0 first (highest first), each part in visibility order, locked; rows another
+ * transaction holds are skipped, so concurrent leases take different messages. `published_at + 0`
+ * keeps the planner off the publish index: the good plans walk messages_by_priority and
+ * messages_by_visibility in order and stop after `limit` rows, whatever the queue's depth.
  */
 export const messageSelectAvailableForLease = `
+  WITH prioritized AS (
+    SELECT * FROM messages
+    WHERE queue_id = $1 AND priority > 0 AND visible_at <= $2 AND published_at + 0 > $3
+    ORDER BY priority DESC, visible_at
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED
+  ),
+  unprioritized AS (
+    SELECT * FROM messages
+    WHERE queue_id = $1 AND priority = 0 AND visible_at <= $2 AND published_at + 0 > $3
+    ORDER BY visible_at
+    LIMIT $4 - (SELECT count(*) FROM prioritized)
+    FOR UPDATE SKIP LOCKED
+  )
+  SELECT * FROM prioritized UNION ALL SELECT * FROM unprioritized
+  ORDER BY priority DESC, visible_at, seq`;
+
+/** $1 queueId, $2 now, $3 expiredBefore, $4 limit. Returns: { group_key, delivery_count } of the FIFO
+ * queue's next available heads, without locking: the groups a transactional lease locks before it
+ * locks heads. */
+export const messageSelectHeadGroups = `
+  SELECT group_key, delivery_count FROM messages
+  WHERE queue_id = $1 AND head AND visible_at <= $2 AND published_at + 0 > $3
+  ORDER BY visible_at
+  LIMIT $4`;
+
+/** $1 queueId, $2 now, $3 expiredBefore, $4 limit, $5 groups. Returns: the available heads of those
+ * FIFO groups in visibility order, locked, skipping rows another transaction holds. */
+export const messageSelectHeadsForLease = `
   SELECT * FROM messages
-  WHERE queue_id = $1 AND visible_at <= $2 AND published_at + 0 > $3
+  WHERE queue_id = $1 AND head AND visible_at <= $2 AND published_at + 0 > $3 AND group_key = ANY($5::text[])
   ORDER BY visible_at
   LIMIT $4
   FOR UPDATE SKIP LOCKED`;
@@ -107,6 +243,12 @@ export const messageLeaseMany = `
   WHERE m.seq = t.seq
   RETURNING m.seq, m.delivery_count, m.first_delivered_at`;
 
+/** $1 queueId, $2 seqs. Returns: { group_key } of those rows that are in FIFO groups, without
+ * locking (a row never changes group): the groups to lock before the rows are. */
+export const messageSelectGroupsOfSeqs = `
+  SELECT DISTINCT group_key FROM messages
+  WHERE queue_id = $1 AND seq = ANY($2::bigint[]) AND group_key IS NOT NULL`;
+
 /** $1 queueId, $2 seqs, $3 tokens. Returns: the rows whose latest lease the (seq, token) pairs name,
  * locked for update. */
 export const messageSelectByReceipts = `
@@ -115,8 +257,16 @@ export const messageSelectByReceipts = `
   WHERE m.queue_id = $1
   FOR UPDATE OF m`;
 
-/** $1 seqs. */
-export const messageDeleteMany = `DELETE FROM messages WHERE seq = ANY($1::bigint[])`;
+/** $1 queueId, $2 seqs, $3 tokens. Deletes the rows whose latest lease the (seq, token) pairs name.
+ * Returns: { seq, lease_token, group_key, head } of each. */
+export const messageDeleteByReceipts = `
+  DELETE FROM messages m USING unnest($2::bigint[], $3::bigint[]) AS r(seq, token)
+  WHERE m.queue_id = $1 AND m.seq = r.seq AND m.lease_token = r.token
+  RETURNING m.seq, m.lease_token, m.group_key, m.head`;
+
+/** $1 seqs. Returns: { group_key, head } of each deleted row. */
+export const messageDeleteManyIn = (schema: string) =>
+  `DELETE FROM "${schema}".messages WHERE seq = ANY($1::bigint[]) RETURNING group_key, head`;
 
 /** $1 seqs, $2 visibleAts. Ends each lease: the row waits as delayed until its visibleAt. */
 export const messageReleaseMany = `
@@ -130,19 +280,78 @@ export const messageExtendMany = `UPDATE messages SET visible_at = $2 WHERE seq 
 /** $1 queueId. Returns: the number of rows deleted (rowCount). */
 export const messageDeleteAllOfQueue = `DELETE FROM messages WHERE queue_id = $1`;
 
-/** $1 queueId, $2 expiredBefore, $3 limit. Deletes up to `limit` messages past retention. */
+/** $1 queueId, $2 expiredBefore, $3 limit. Returns: { group_key } of up to `limit` messages past
+ * retention, without locking: the FIFO groups to lock before they are deleted. */
+export const messageSelectExpiredGroups = `
+  SELECT group_key FROM messages WHERE queue_id = $1 AND published_at <= $2 LIMIT $3`;
+
+/** $1 queueId, $2 expiredBefore, $3 limit, $4 groups (NULL: any). Deletes up to `limit` messages past
+ * retention, skipping rows another transaction holds. Returns: { group_key, head } of each. */
 export const messageDeleteExpired = `
   DELETE FROM messages WHERE seq IN (
-    SELECT seq FROM messages WHERE queue_id = $1 AND published_at <= $2 LIMIT $3 FOR UPDATE SKIP LOCKED)`;
+    SELECT seq FROM messages
+    WHERE queue_id = $1 AND published_at <= $2 AND ($4::text[] IS NULL OR group_key = ANY($4::text[]))
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED)
+  RETURNING group_key, head`;
 
-/** $1 queueId, $2 visibleFrom, $3 now, $4 maxDeliveries, $5 limit. Returns: rows whose lease ended in
- * [visibleFrom, now] and that have used every delivery, locked. */
+/** $1 queueId, $2 visibleFrom, $3 now, $4 maxDeliveries, $5 limit. Returns: { group_key } of the rows
+ * messageSelectExhausted would take, without locking: the FIFO groups to lock first. */
+export const messageSelectExhaustedGroups = `
+  SELECT group_key FROM messages
+  WHERE queue_id = $1 AND visible_at >= $2 AND visible_at <= $3
+    AND lease_token IS NOT NULL AND delivery_count >= $4
+  LIMIT $5`;
+
+/** $1 queueId, $2 visibleFrom, $3 now, $4 maxDeliveries, $5 limit, $6 groups (NULL: any). Returns:
+ * rows whose lease ended in [visibleFrom, now] and that have used every delivery, locked. */
 export const messageSelectExhausted = `
   SELECT * FROM messages
   WHERE queue_id = $1 AND visible_at >= $2 AND visible_at <= $3
     AND lease_token IS NOT NULL AND delivery_count >= $4
+    AND ($6::text[] IS NULL OR group_key = ANY($6::text[]))
   LIMIT $5
   FOR UPDATE SKIP LOCKED`;
+
+/** $1 queueId, $2 limit. Returns: { group_key } of the queue's `limit` oldest messages (by arrival), in
+ * any state, without locking: the FIFO groups that an overflow trim locks first. */
+export const messageSelectOldestGroupsIn = (schema: string) => `
+  SELECT group_key FROM "${schema}".messages WHERE queue_id = $1 ORDER BY published_at, seq LIMIT $2`;
+
+/**
+ * $1 queueId, $2 limit, $3 groups (NULL: any). Returns: the queue's `limit` oldest messages (by arrival:
+ * publish time, then seq), in any state, locked: what an overflow trim removes. It waits for rows that
+ * others hold (a lease, an ack) rather than skip them, so that it takes exactly the oldest; a row that
+ * another transaction deleted meanwhile is left out, and its deletion made room already.
+ */
+export const messageSelectOldestIn = (schema: string) => `
+  SELECT * FROM "${schema}".messages
+  WHERE queue_id = $1 AND ($3::text[] IS NULL OR group_key = ANY($3::text[]))
+  ORDER BY published_at, seq
+  LIMIT $2
+  FOR UPDATE`;
+
+/**
+ * $1 queueId, $2 now, $3 limit. Returns: without locking, the queue's oldest messages (by seq: arrival
+ * order, which in a FIFO group is its order) that are not in flight: a redrive step's next. A FIFO
+ * group whose head is in flight is left whole, so its messages cannot overtake that head.
+ */
+export const messageSelectMovable = `
+  SELECT * FROM messages m
+  WHERE m.queue_id = $1 AND (m.visible_at <= $2 OR m.lease_token IS NULL)
+    AND NOT (m.group_key IS NOT NULL AND EXISTS (
+      SELECT 1 FROM messages h
+      WHERE h.queue_id = $1 AND h.group_key = m.group_key AND h.head
+        AND h.visible_at > $2 AND h.lease_token IS NOT NULL))
+  ORDER BY m.seq
+  LIMIT $3`;
+
+/** $1 queueId, $2 seqs, $3 now. Returns: those rows that are still there and not in flight, locked. */
+export const messageSelectMovableBySeqs = `
+  SELECT * FROM messages
+  WHERE queue_id = $1 AND seq = ANY($2::bigint[]) AND (visible_at <= $3 OR lease_token IS NULL)
+  ORDER BY seq
+  FOR UPDATE`;
 
 /** $1 queueId, $2 now, $3 limit. Peek at available messages. */
 export const messagePeekAvailable = `
@@ -223,36 +432,44 @@ export const bindingDelete = `
 export const bindingDeleteByDestination = `DELETE FROM bindings WHERE destination_kind = $1 AND destination = $2`;
 
 /**
- * One send as one statement, so one round trip and one implicit transaction: lock the queue row
- * against deletion, insert the messages, add to a counter shard. (The wake-up NOTIFY goes after the
- * commit, from the store: see PostgresStore.announceCommitted.)
- * $1 name, $2 ids, $3 bodies, $4 contentTypes, $5 headers, $6 keys, $7 publishedAts, $8 visibleAts,
- * $9 deliveryCounts, $10 shard. Returns: one row when the queue exists.
+ * One send into a standard queue as one statement, so one round trip and one implicit transaction:
+ * lock the queue row against deletion, insert the messages in array order, add to a counter shard.
+ * (The wake-up NOTIFY goes after the commit, from the store: see PostgresStore.announceCommitted.) It
+ * writes only if the queue is standard, and says which kind it found: a FIFO queue of that name (one
+ * deleted and created again, perhaps on another node) takes the transactional path instead.
+ * $1 name, $2 ids, $3 bodies, $4 contentTypes, $5 headers, $6 keys, $7 priorities, $8 publishedAts,
+ * $9 visibleAts, $10 shard. Returns: { queue_id, kind } when the queue exists, else no row.
  */
 export const queueSendStatement = `
-  WITH q AS (SELECT queue_id FROM queues WHERE name = $1 FOR KEY SHARE),
+  WITH q AS (SELECT queue_id, kind FROM queues WHERE name = $1 FOR KEY SHARE),
   inserted AS (
-    INSERT INTO messages (queue_id, id, body, content_type, headers, key, published_at, visible_at, delivery_count)
-    SELECT q.queue_id, m.* FROM q, unnest($2::text[], $3::bytea[], $4::text[], $5::text[], $6::text[],
-      $7::bigint[], $8::bigint[], $9::int[]) AS m
+    INSERT INTO messages (queue_id, id, body, content_type, headers, key, priority, published_at, visible_at)
+    SELECT q.queue_id, m.id, m.body, m.content_type, m.headers, m.key, m.priority, m.published_at, m.visible_at
+    FROM q, unnest($2::text[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::smallint[],
+      $8::bigint[], $9::bigint[])
+      WITH ORDINALITY AS m(id, body, content_type, headers, key, priority, published_at, visible_at, ord)
+    WHERE q.kind = 'standard'
+    ORDER BY m.ord
   ),
   counted AS (
     INSERT INTO queue_counters AS c (queue_id, shard, published)
-    SELECT queue_id, $10, cardinality($2::text[]) FROM q
+    SELECT queue_id, $10, cardinality($2::text[]) FROM q WHERE q.kind = 'standard'
     ON CONFLICT (queue_id, shard) DO UPDATE SET published = c.published + excluded.published
   )
-  SELECT queue_id FROM q`;
+  SELECT queue_id, kind FROM q`;
 
 /**
- * One ack batch as one statement: delete each row whose latest lease the (seq, token) pair names and
- * count the deletions. $1 name, $2 seqs, $3 tokens, $4 shard. Returns: one row, with queue_id NULL
- * when there is no such queue, and the pairs deleted (as float8, which holds them exactly).
+ * One ack batch in a standard queue as one statement: delete each row whose latest lease the
+ * (seq, token) pair names and count the deletions. In a FIFO queue it deletes nothing (an ack there
+ * may hand a group to its next message, which needs the group's lock) and says so by the kind.
+ * $1 name, $2 seqs, $3 tokens, $4 shard. Returns: one row, with queue_id NULL when there is no such
+ * queue, the kind, and the pairs deleted (as float8, which holds them exactly).
  */
 export const queueAckStatement = `
-  WITH q AS (SELECT queue_id FROM queues WHERE name = $1 FOR KEY SHARE),
+  WITH q AS (SELECT queue_id, kind FROM queues WHERE name = $1 FOR KEY SHARE),
   deleted AS (
     DELETE FROM messages m USING q, unnest($2::bigint[], $3::bigint[]) AS r(seq, token)
-    WHERE m.queue_id = q.queue_id AND m.seq = r.seq AND m.lease_token = r.token
+    WHERE q.kind = 'standard' AND m.queue_id = q.queue_id AND m.seq = r.seq AND m.lease_token = r.token
     RETURNING m.seq, m.lease_token
   ),
   counted AS (
@@ -260,34 +477,27 @@ export const queueAckStatement = `
     SELECT q.queue_id, $4, count(*) FROM q, deleted GROUP BY q.queue_id
     ON CONFLICT (queue_id, shard) DO UPDATE SET acked = c.acked + excluded.acked
   )
-  SELECT (SELECT queue_id FROM q) AS queue_id,
+  SELECT (SELECT queue_id FROM q) AS queue_id, (SELECT kind FROM q) AS kind,
     coalesce((SELECT array_agg(seq::float8 ORDER BY seq) FROM deleted), '{}') AS seqs,
     coalesce((SELECT array_agg(lease_token::float8 ORDER BY seq) FROM deleted), '{}') AS tokens`;
 
 /**
- * The common lease as one statement: count the queue's in-flight messages (for the ceiling), lock up
- * to `max` available rows in visibility order (SKIP LOCKED), lease those with deliveries left, count
- * them. Candidates that used their last delivery are left alone and counted in `exhausted`; the caller
- * then takes the transactional path, which moves them to the dead-letter queue.
- * $1 name, $2 now, $3 expiredBefore, $4 max, $5 inFlightMax, $6 maxDeliveries, $7 leaseExpiresAt,
- * $8 tokens (one per possible lease), $9 shard. Returns: no row when there is no such queue; else one
- * row per leased message (or one row of NULLs), each with `exhausted` and `lease_index`.
+ * The lease statement around its candidates: count the queue's in-flight messages (for the ceiling),
+ * lock the candidates (SKIP LOCKED), lease those with deliveries left, count them. Candidates that used
+ * their last delivery are left alone and counted in `exhausted`; the caller then takes the
+ * transactional path, which moves them to the dead-letter queue. `candidates` must select seq,
+ * priority, visible_at and delivery_count, with the LIMIT `wanted`, and only when q.kind is its kind.
  */
-export const queueLeaseStatement = `
-  WITH q AS (SELECT queue_id FROM queues WHERE name = $1 FOR KEY SHARE),
+const leaseAround = (candidates: string) => `
+  WITH q AS (SELECT queue_id, kind FROM queues WHERE name = $1 FOR KEY SHARE),
   in_flight AS (
     SELECT count(*) AS n FROM messages m, q
     WHERE m.queue_id = q.queue_id AND m.visible_at > $2 AND m.lease_token IS NOT NULL
   ),
-  candidates AS (
-    SELECT m.seq, m.visible_at, m.delivery_count FROM messages m, q
-    WHERE m.queue_id = q.queue_id AND m.visible_at <= $2 AND m.published_at + 0 > $3
-    ORDER BY m.visible_at
-    LIMIT greatest(0, least($4, $5 - (SELECT n FROM in_flight)))
-    FOR UPDATE OF m SKIP LOCKED
-  ),
+  wanted AS (SELECT greatest(0, least($4, $5 - n)) AS n FROM in_flight),
+  ${candidates},
   numbered AS (
-    SELECT seq, row_number() OVER (ORDER BY visible_at, seq) AS lease_index
+    SELECT seq, row_number() OVER (ORDER BY priority DESC, visible_at, seq) AS lease_index
     FROM candidates WHERE delivery_count < $6
   ),
   leased AS (
@@ -308,8 +518,51 @@ export const queueLeaseStatement = `
       delivered = c.delivered + excluded.delivered,
       redelivered = c.redelivered + excluded.redelivered
   )
-  SELECT (SELECT count(*)::int FROM candidates WHERE delivery_count >= $6) AS exhausted, l.*
+  SELECT q.kind, (SELECT count(*)::int FROM candidates WHERE delivery_count >= $6) AS exhausted, l.*
   FROM q LEFT JOIN leased l ON true`;
+
+/**
+ * The common lease of a standard queue as one statement (see leaseAround): candidates above priority
+ * 0 first, highest first, then those of priority 0, each in visibility order.
+ * $1 name, $2 now, $3 expiredBefore, $4 max, $5 inFlightMax, $6 maxDeliveries, $7 leaseExpiresAt,
+ * $8 tokens (one per possible lease), $9 shard. Returns: no row when there is no such queue; else the
+ * queue's kind (a FIFO queue is left alone) with one row per leased message (or one row of NULLs), each
+ * with `exhausted` and `lease_index`.
+ */
+export const queueLeaseStatement = leaseAround(`
+  prioritized AS (
+    SELECT m.seq, m.priority, m.visible_at, m.delivery_count FROM messages m, q
+    WHERE q.kind = 'standard' AND m.queue_id = q.queue_id AND m.priority > 0 AND m.visible_at <= $2
+      AND m.published_at + 0 > $3
+    ORDER BY m.priority DESC, m.visible_at
+    LIMIT (SELECT n FROM wanted)
+    FOR UPDATE OF m SKIP LOCKED
+  ),
+  unprioritized AS (
+    SELECT m.seq, m.priority, m.visible_at, m.delivery_count FROM messages m, q
+    WHERE q.kind = 'standard' AND m.queue_id = q.queue_id AND m.priority = 0 AND m.visible_at <= $2
+      AND m.published_at + 0 > $3
+    ORDER BY m.visible_at
+    LIMIT (SELECT n FROM wanted) - (SELECT count(*) FROM prioritized)
+    FOR UPDATE OF m SKIP LOCKED
+  ),
+  candidates AS (SELECT * FROM prioritized UNION ALL SELECT * FROM unprioritized)`);
+
+/**
+ * The common lease of a FIFO queue as one statement (see leaseAround): its available group heads in
+ * visibility order, so a group never has two messages in flight. It needs no group lock: leasing
+ * changes no head, and a head being removed is locked by its remover, so SKIP LOCKED passes it by.
+ * Parameters and result as queueLeaseStatement; a standard queue is left alone.
+ */
+export const queueLeaseFifoStatement = leaseAround(`
+  candidates AS (
+    SELECT m.seq, m.priority, m.visible_at, m.delivery_count FROM messages m, q
+    WHERE q.kind = 'fifo' AND m.queue_id = q.queue_id AND m.head AND m.visible_at <= $2
+      AND m.published_at + 0 > $3
+    ORDER BY m.visible_at
+    LIMIT (SELECT n FROM wanted)
+    FOR UPDATE OF m SKIP LOCKED
+  )`);
 
 /** $1 name. Returns: { queue_id } without a lock, for reads. */
 export const queueSelectId = `SELECT queue_id FROM queues WHERE name = $1`;
