@@ -5,8 +5,16 @@
  *
  *   await client.query("BEGIN");
  *   await client.query("INSERT INTO orders …");
- *   await sendInTransaction(client, "emails", [{ body: { orderId } }]);
+ *   await sendInTransaction(client, "emails", [{ body: { orderId }, dedupId: `order-${orderId}` }]);
  *   await client.query("COMMIT");
+ *
+ * It applies the queue's policies as a send through the broker does: FIFO groups (a message joins the
+ * group of its key), priorities (standard queues only), deduplication (dedupId, or the body's hash with
+ * contentBasedDedup) and maxDepth. The locks it takes (message-writes.ts) are held until the
+ * application's transaction ends, so a long transaction holds up other sends into the same FIFO groups,
+ * and, with a maxDepth, every other send into the queue. One limit: with overflow dead-letter-oldest
+ * and a dead-letter exchange, the exchange's bindings would have to be routed, which only the broker
+ * does; such a queue refuses sendInTransaction with invalid_request (a dead-letter queue works).
  */
 import type pg from "pg";
 import { decodeMessageBody, type MessageBodyInput } from "../../broker/message-body.js";
@@ -15,8 +23,17 @@ import { HopperError } from "../../errors.js";
 import { uuidv7Generator } from "../../ids.js";
 import { limits } from "../../limits.js";
 import { type Random, systemRandom } from "../../random.js";
-import type { QueueAttributes } from "../store.js";
+import { type QueueRow, toQueueRecord } from "../rows.js";
+import {
+  type DeadLetterRoute,
+  dedupIdFor,
+  type NewMessage,
+  type QueueAttributes,
+  type QueueRecord,
+  sendPolicyOf,
+} from "../store.js";
 import { channelFor, encodeEvent } from "./events.js";
+import { MessageWrites } from "./message-writes.js";
 import { checkSchemaName } from "./schema.js";
 import * as sql from "./statements.js";
 
@@ -24,6 +41,10 @@ export interface TransactionalMessage extends MessageBodyInput {
   headers?: Record<string, string>;
   key?: string;
   delayMs?: number;
+  /** 0–9, higher leased first; a FIFO queue takes only 0. */
+  priority?: number;
+  /** A message with the dedupId of one stored within the queue's dedupWindow is not stored again. */
+  dedupId?: string;
 }
 
 export interface SendInTransactionOptions {
@@ -39,16 +60,18 @@ const headerNamePattern = new RegExp(`^[A-Za-z0-9_.:-]{1,${limits.headerNameLeng
 const counterShards = 16;
 
 /**
- * Stores `messages` in `queue` through `client`, inside whatever transaction the client has open.
- * All or none: any invalid message throws a HopperError and nothing is written, so the application
- * can roll back or go on. Resolves with the ids, which are confirmed once the transaction commits.
+ * Stores `messages` in `queue` through `client`, inside the transaction the client has open.
+ * All or none: any invalid message, or a send that a full queue refuses (queue_full), throws a
+ * HopperError and nothing is written, so the application can roll back or go on. Resolves with each
+ * message's id, confirmed once the transaction commits; for a duplicate, the id stored first under
+ * its dedupId, with `duplicate` true.
  */
 export async function sendInTransaction(
   client: pg.ClientBase,
   queue: string,
   messages: TransactionalMessage[],
   options: SendInTransactionOptions = {},
-): Promise<{ id: string }[]> {
+): Promise<{ id: string; duplicate: boolean }[]> {
   const schema = options.schema ?? "hopper";
   checkSchemaName(schema);
   const clock = options.clock ?? systemClock;
@@ -58,63 +81,109 @@ export async function sendInTransaction(
   if (messages.length < 1 || messages.length > limits.batchSizeMax) {
     throw new HopperError("batch_too_large", `A batch holds 1 to ${limits.batchSizeMax} messages.`);
   }
-  const { rows } = await client.query<{ queue_id: number | string; attributes: QueueAttributes }>(
-    sql.queueLockSharedIn(schema),
-    [queue],
-  );
+  const { rows } = await client.query<QueueRow>(sql.queueLockSharedWithCountersIn(schema), [queue]);
   const row = rows[0];
   if (!row) throw new HopperError("queue_not_found", `Queue "${queue}" does not exist.`, { queue });
-  const attributes = row.attributes;
+  const record = toQueueRecord({ ...row, queue_id: Number(row.queue_id) });
   const now = clock.now();
   const newId = uuidv7Generator(clock);
-  const prepared = messages.map((message, index) => {
-    const where = `messages[${index}]`;
-    const { body, contentType } = decodeMessageBody(message, where);
-    if (body.length > attributes.maxMessageBytes) {
-      throw new HopperError("message_too_large", `${where}: the body is larger than the queue allows.`, {
-        bytes: body.length,
-        max: attributes.maxMessageBytes,
-      });
-    }
-    checkHeaders(message.headers ?? {}, where);
-    const delayMs = message.delayMs ?? attributes.delayMs;
-    if (!Number.isInteger(delayMs) || delayMs < 0 || delayMs > attributes.retentionMs) {
-      throw new HopperError("invalid_request", `${where}: delayMs must be from 0 to the queue's retention.`);
-    }
-    return {
-      id: newId(),
-      body,
-      contentType,
-      headers: message.headers ?? {},
-      key: message.key ?? null,
-      delayMs,
-    };
-  });
-  await client.query(sql.messageInsertManyIn(schema), [
-    row.queue_id,
-    prepared.map((m) => m.id),
-    prepared.map((m) => m.body),
-    prepared.map((m) => m.contentType),
-    prepared.map((m) => (Object.keys(m.headers).length > 0 ? JSON.stringify(m.headers) : null)),
-    prepared.map((m) => m.key),
-    prepared.map(() => now),
-    prepared.map((m) => now + m.delayMs),
-    prepared.map(() => 0),
-  ]);
-  await client.query(sql.queueAddCountersIn(schema), [
-    row.queue_id,
-    Math.floor(random.float() * counterShards),
-    prepared.length,
-    0,
-    0,
-    0,
-    0,
-    0,
-    0,
-    0,
-  ]);
-  await client.query(sql.notify, [channelFor(schema), encodeEvent("app", { kind: "messages", queue })]);
-  return prepared.map((m) => ({ id: m.id }));
+  const prepared = messages.map((message, index) =>
+    prepare(message, `messages[${index}]`, record, now, newId),
+  );
+  const policy = sendPolicyOf(record.attributes, overflowRoute(record));
+  const writes = new MessageWrites(schema, () => Math.floor(random.float() * counterShards));
+  const locked = await writes.lockQueue(client, queue, policy.overflow ? "depth" : "share");
+  if (!locked) throw new HopperError("queue_not_found", `Queue "${queue}" does not exist.`, { queue });
+  // Only a full queue that refuses throws after writing (deduplication claims come first): a savepoint
+  // undoes those writes and leaves the application's transaction as it was.
+  const refusable = policy.overflow?.policy === "reject";
+  if (refusable) await client.query("SAVEPOINT hopper_send");
+  let sent: { ids: string[]; written: string[] };
+  try {
+    sent = await writes.send(client, locked, prepared, policy, now);
+  } catch (error) {
+    if (refusable) await client.query("ROLLBACK TO SAVEPOINT hopper_send");
+    throw error;
+  }
+  if (refusable) await client.query("RELEASE SAVEPOINT hopper_send");
+  for (const name of new Set(sent.written)) {
+    await client.query(sql.notify, [
+      channelFor(schema),
+      encodeEvent("app", { kind: "messages", queue: name }),
+    ]);
+  }
+  return sent.ids.map((id, index) => ({ id, duplicate: id !== prepared[index]?.id }));
+}
+
+/** Validates one message against the queue and makes it a stored message. */
+function prepare(
+  message: TransactionalMessage,
+  where: string,
+  queue: QueueRecord,
+  now: number,
+  newId: () => string,
+): NewMessage {
+  const attributes = queue.attributes;
+  const { body, contentType } = decodeMessageBody(message, where);
+  if (body.length > attributes.maxMessageBytes) {
+    throw new HopperError("message_too_large", `${where}: the body is larger than the queue allows.`, {
+      bytes: body.length,
+      max: attributes.maxMessageBytes,
+    });
+  }
+  checkHeaders(message.headers ?? {}, where);
+  const delayMs = message.delayMs ?? attributes.delayMs;
+  if (!Number.isInteger(delayMs) || delayMs < 0 || delayMs > attributes.retentionMs) {
+    throw new HopperError("invalid_request", `${where}: delayMs must be from 0 to the queue's retention.`);
+  }
+  const priority = message.priority ?? 0;
+  if (!Number.isInteger(priority) || priority < 0 || priority > 9) {
+    throw new HopperError("invalid_request", `${where}: priority must be an integer from 0 to 9.`);
+  }
+  if (queue.kind === "fifo" && priority !== 0) {
+    throw new HopperError(
+      "invalid_request",
+      `${where}: a FIFO queue delivers in order per key: it has no priorities.`,
+      { queue: queue.name },
+    );
+  }
+  checkLength(message.key, limits.keyLengthMax, `${where}: key`);
+  checkLength(message.dedupId, limits.dedupIdLengthMax, `${where}: dedupId`);
+  return {
+    id: newId(),
+    body,
+    contentType,
+    headers: message.headers ?? {},
+    key: message.key ?? null,
+    priority,
+    dedupId: dedupIdFor({ body, dedupId: message.dedupId ?? null }, attributes),
+    publishedAt: now,
+    visibleAt: now + delayMs,
+  };
+}
+
+/**
+ * Where dead-letter-oldest moves the oldest messages of this queue. Only the broker routes through an
+ * exchange, so a queue that dead-letters to one is refused here.
+ */
+function overflowRoute(queue: QueueRecord): DeadLetterRoute | null {
+  const attributes: QueueAttributes = queue.attributes;
+  if (attributes.maxDepth === null || attributes.overflow !== "dead-letter-oldest") return null;
+  const target = attributes.deadLetter;
+  if (!target) return null;
+  if ("queue" in target) return { queues: [target.queue], maxDeliveries: target.maxDeliveries };
+  throw new HopperError(
+    "invalid_request",
+    `Queue "${queue.name}" moves its oldest messages to the dead-letter exchange "${target.exchange}" when ` +
+      "full; sendInTransaction cannot route an exchange's bindings: send through the broker instead.",
+    { queue: queue.name, exchange: target.exchange },
+  );
+}
+
+function checkLength(value: string | undefined, max: number, what: string): void {
+  if (value !== undefined && (typeof value !== "string" || value.length < 1 || value.length > max)) {
+    throw new HopperError("invalid_request", `${what} must be a string of 1 to ${max} characters.`);
+  }
 }
 
 function checkHeaders(headers: Record<string, string>, where: string): void {
