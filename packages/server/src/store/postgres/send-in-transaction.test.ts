@@ -108,5 +108,110 @@ if (!url) {
       const { stats } = await client.getQueue("emails");
       assert.equal(stats.available, 0, "the valid neighbour of the invalid message was not stored");
     });
+
+    test("in a FIFO queue messages join their groups in order; only heads are delivered", async () => {
+      await client.putQueue("orders", { kind: "fifo" });
+      await client.send("orders", [{ body: "a0", key: "a" }]);
+      await app.query("BEGIN");
+      await sendInTransaction(
+        app,
+        "orders",
+        [
+          { body: "a1", key: "a" },
+          { body: "b1", key: "b" },
+          { body: "b2", key: "b" },
+        ],
+        { schema },
+      );
+      await app.query("COMMIT");
+      const delivered: string[][] = [];
+      for (let round = 0; round < 4; round++) {
+        const received = await client.receive("orders", { max: 10, waitMs: 0 });
+        delivered.push(received.map((message) => message.body as string).sort());
+        if (received.length > 0) {
+          await client.ack(
+            "orders",
+            received.map((message) => message.receipt),
+          );
+        }
+      }
+      assert.deepEqual(delivered, [["a0", "b1"], ["a1", "b2"], [], []]);
+      await assert.rejects(
+        sendInTransaction(app, "orders", [{ body: "x", key: "a", priority: 3 }], { schema }),
+        (error: unknown) => error instanceof HopperError && error.code === "invalid_request",
+        "a FIFO queue has no priorities",
+      );
+    });
+
+    test("a dedupId stored within the window answers the first id, marked duplicate", async () => {
+      await client.putQueue("charges", { dedupWindowMs: 60_000 });
+      await app.query("BEGIN");
+      const [first, repeat] = await sendInTransaction(
+        app,
+        "charges",
+        [
+          { body: 1, dedupId: "charge-1" },
+          { body: 1, dedupId: "charge-1" },
+        ],
+        { schema },
+      );
+      await app.query("COMMIT");
+      assert.ok(first && repeat);
+      assert.deepEqual(repeat, { id: first.id, duplicate: true });
+      assert.equal(first.duplicate, false);
+      await app.query("BEGIN");
+      const [later] = await sendInTransaction(app, "charges", [{ body: 1, dedupId: "charge-1" }], { schema });
+      await app.query("COMMIT");
+      assert.deepEqual(later, { id: first.id, duplicate: true });
+      const viaBroker = await client.send("charges", [{ body: 1, dedupId: "charge-1" }]);
+      assert.deepEqual(viaBroker[0], { id: first.id, duplicate: true }, "the broker sees the same entry");
+      const { stats } = await client.getQueue("charges");
+      assert.equal(stats.published, 1);
+    });
+
+    test("a full queue refuses with queue_full and leaves the application's transaction as it was", async () => {
+      await client.putQueue("bounded", { maxDepth: 1, overflow: "reject", dedupWindowMs: 60_000 });
+      await client.send("bounded", [{ body: "first" }]);
+      await app.query("BEGIN");
+      await app.query("INSERT INTO orders VALUES (3)");
+      await assert.rejects(
+        sendInTransaction(app, "bounded", [{ body: "second", dedupId: "d-2" }], { schema }),
+        (error: unknown) => error instanceof HopperError && error.code === "queue_full",
+      );
+      await app.query("COMMIT");
+      const { rows } = await app.query("SELECT count(*)::int AS n FROM orders WHERE id = 3");
+      assert.equal(rows[0].n, 1, "the application's own write committed");
+      const [held] = await client.receive("bounded", { waitMs: 0 });
+      assert.ok(held);
+      await client.ack("bounded", [held.receipt]);
+      await app.query("BEGIN");
+      const [second] = await sendInTransaction(app, "bounded", [{ body: "second", dedupId: "d-2" }], {
+        schema,
+      });
+      await app.query("COMMIT");
+      assert.equal(second?.duplicate, false, "the refused send claimed no dedupId");
+    });
+
+    test("drop-oldest makes room; a dead-letter exchange is refused, since only the broker routes", async () => {
+      await client.putQueue("newest", { maxDepth: 2, overflow: "drop-oldest" });
+      await app.query("BEGIN");
+      await sendInTransaction(app, "newest", [{ body: 1 }, { body: 2 }, { body: 3 }], { schema });
+      await app.query("COMMIT");
+      const kept = await client.peek("newest", { limit: 10 });
+      assert.deepEqual(
+        kept.map((message) => message.body),
+        [2, 3],
+      );
+      await client.putExchange("dead", { type: "fanout" });
+      await client.putQueue("routed", {
+        maxDepth: 1,
+        overflow: "dead-letter-oldest",
+        deadLetter: { exchange: "dead", routingKey: "routed", maxDeliveries: 5 },
+      });
+      await assert.rejects(
+        sendInTransaction(app, "routed", [{ body: 1 }], { schema }),
+        (error: unknown) => error instanceof HopperError && error.code === "invalid_request",
+      );
+    });
   });
 }
