@@ -14,7 +14,7 @@ import { benchSchemaName, dropSchema } from "./postgres.js";
 import { PushConsumer } from "./push-consumer.js";
 import { type BenchServer, type ServerStore, startBenchServer } from "./server-process.js";
 import { RequestCounter } from "./statistics.js";
-import type { Delivery, QueueConnection, QueueTarget } from "./target.js";
+import type { Delivery, KeyedMessage, KeyedSender, QueueConnection, QueueTarget } from "./target.js";
 import { WsFrameCounter } from "./ws-frame-counter.js";
 
 /** The routing key of every fan-out publish; a fanout exchange ignores it, as it ignores patterns. */
@@ -119,6 +119,14 @@ export async function startHopperTarget(params: {
       for (const queue of queues) await client.bind(exchange, { queue, pattern: "#" });
       return new FanoutPublisher(client, exchange, queues.length);
     },
+    async createKeyedQueue(queue, kind) {
+      const client = clientFor(0);
+      // A FIFO queue deduplicates by default only messages that carry a dedupId; the bench sends none,
+      // so every send stores every message, as in a standard queue.
+      const { created } = await client.putQueue(queue, { kind });
+      if (!created) throw new Error(`queue ${queue} already existed; every workload needs a fresh one`);
+      return new KeyedQueueSender(client, queue);
+    },
     counters: () => {
       const counts: Record<string, number> = { ...requestCounter.snapshot() };
       for (const counter of frameCounters) {
@@ -167,11 +175,33 @@ class HopperConnection implements QueueConnection {
       body: readBenchBody(message.body),
       deliveryCount: message.deliveryCount,
       receipt: message.receipt,
+      key: message.key,
     }));
   }
 
   async ackLater(receipt: string): Promise<boolean> {
     return !isItemError(await this.client.ackLater(this.queue, receipt));
+  }
+}
+
+/** One `send` request per call, to a standard or FIFO queue; every message must be stored anew. */
+class KeyedQueueSender implements KeyedSender {
+  constructor(
+    private readonly client: HopperClient,
+    private readonly queue: string,
+  ) {}
+
+  async send(messages: readonly KeyedMessage[]): Promise<void> {
+    const results = await this.client.send(
+      this.queue,
+      messages.map(({ body, key }) => ({ body, key })),
+    );
+    for (const result of results) {
+      if (isItemError(result)) throw HopperError.fromItem(result.error, 200);
+      if (result.duplicate) {
+        throw new Error(`a send to ${this.queue} was answered "duplicate", but the bench sends no dedupIds`);
+      }
+    }
   }
 }
 

@@ -81,6 +81,21 @@ export const backlogConsumers = 4;
 /** Each W3 phase (fill, drain) may take this long plus `throughputDeadlineMsPerMessage` per message. */
 export const backlogDeadlineMsBase = 30_000;
 
+// The FIFO workload.
+
+/** The issue's shape: 50,000 messages in 100 groups (keys g0..g99, round-robin), drained by 4
+ * consumers, first into a standard queue and then into a FIFO queue (or the other way round). */
+export const fifoMessagesDefault = 50_000;
+export const fifoGroupsDefault = 100;
+export const fifoConsumersDefault = 4;
+/** A FIFO queue leases one message per group at a time, so groups bound its concurrency; more than
+ * this many would make it a standard queue with extra bookkeeping, not a test of ordering. */
+export const fifoGroupsMax = 100_000;
+/** Consumers of one queue, each with its own credit; far above any useful count on two cores. */
+export const fifoConsumersMax = 64;
+/** The issue's target: a FIFO queue keeps at least half the standard queue's end-to-end rate. */
+export const fifoThroughputRatioMin = 0.5;
+
 // PostgreSQL and the peers.
 
 /** The database the PostgreSQL runs use unless --pg-url says otherwise. */

@@ -8,6 +8,11 @@ import {
   bodyBytesMax,
   bodyBytesMin,
   fanoutMessagesDefault,
+  fifoConsumersDefault,
+  fifoConsumersMax,
+  fifoGroupsDefault,
+  fifoGroupsMax,
+  fifoMessagesDefault,
   latencySecondsMax,
   messagesMax,
   nodesMax,
@@ -16,9 +21,11 @@ import {
 } from "./limits.js";
 
 export type Durability = "fsync" | "os";
-export type Workload = "w1" | "w2" | "w3" | "fanout";
-const workloadsAll: readonly Workload[] = ["w1", "w2", "w3", "fanout"];
-/** What `queue` and `compare-pg` run unless told: the fan-out is asked for by name. */
+export type Workload = "w1" | "w2" | "w3" | "fanout" | "fifo";
+const workloadsAll: readonly Workload[] = ["w1", "w2", "w3", "fanout", "fifo"];
+/** Workloads that need what only Hopper has: exchanges, FIFO queues. */
+const hopperOnlyWorkloads: readonly Workload[] = ["fanout", "fifo"];
+/** What `queue` and `compare-pg` run unless told: the fan-out and FIFO are asked for by name. */
 const workloadsDefault = "w1,w2,w3";
 /** compare-consumers compares pull and push on W1 and W2 unless told otherwise. */
 const compareConsumersWorkloadsDefault = "w1,w2";
@@ -50,12 +57,18 @@ export interface BenchOptions {
   command: Command;
   /** The runs, one after the other: one for `queue`, several for the comparisons. */
   runs: RunSpec[];
-  /** The workloads each run does, in order W1, W2, W3, fan-out. */
+  /** The workloads each run does, in order W1, W2, W3, fan-out, FIFO. */
   workloads: Workload[];
   /** W1: how many messages go through the queue. */
   messages: number;
   /** Fan-out: how many messages are published to the exchange (each reaches every bound queue). */
   fanoutMessages: number;
+  /** FIFO: messages per queue, their groups (keys g0…, round-robin), the consumers, and which queues
+   * run in which order (both by default: standard first). */
+  fifoMessages: number;
+  fifoGroups: number;
+  fifoConsumers: number;
+  fifoQueues: ("standard" | "fifo")[];
   /** W3: how many messages are enqueued before the drain starts. */
   backlog: number;
   /** The size of each message body as stored: the serialized JSON, in bytes. */
@@ -82,11 +95,13 @@ export const usage = `usage: npm run bench -- queue [--target hopper|skiplocked|
                                 [--consumer pull|push]
        npm run bench -- compare-pg [--nodes 3] [--targets ${Object.keys(compareRuns).join(",")}]
        npm run bench -- compare-consumers [--consumers pull,push] [--store sqlite|postgres] [--nodes 1]
-  all take: [--workloads w1,w2,w3,fanout] [--messages 50000] [--backlog ${backlogMessagesDefault}]
-            [--fanout-messages ${fanoutMessagesDefault}] [--body-bytes 1024] [--rate 1000] [--latency-seconds 10]
+  all take: [--workloads w1,w2,w3,fanout,fifo] [--messages 50000] [--backlog ${backlogMessagesDefault}]
+            [--fanout-messages ${fanoutMessagesDefault}] [--fifo-messages ${fifoMessagesDefault}] [--fifo-groups ${fifoGroupsDefault}]
+            [--fifo-consumers ${fifoConsumersDefault}] [--fifo-queues standard,fifo]
+            [--body-bytes 1024] [--rate 1000] [--latency-seconds 10]
             [--durability fsync|os] [--pg-url ${pgUrlDefault}] [--count-round-trips] [--count-frames]
             [--json out.json] [--profile-dir dir]
-  workloads default to ${workloadsDefault} (compare-consumers: ${compareConsumersWorkloadsDefault}); fanout runs only when named`;
+  workloads default to ${workloadsDefault} (compare-consumers: ${compareConsumersWorkloadsDefault}); fanout and fifo run only when named`;
 
 /** Parses the command line; throws an Error whose message is fit to print with the usage. */
 export function parseBenchOptions(argv: string[]): BenchOptions {
@@ -104,6 +119,10 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
       workloads: { type: "string" },
       messages: { type: "string", default: "50000" },
       "fanout-messages": { type: "string", default: String(fanoutMessagesDefault) },
+      "fifo-messages": { type: "string", default: String(fifoMessagesDefault) },
+      "fifo-groups": { type: "string", default: String(fifoGroupsDefault) },
+      "fifo-consumers": { type: "string", default: String(fifoConsumersDefault) },
+      "fifo-queues": { type: "string", default: "standard,fifo" },
       backlog: { type: "string", default: String(backlogMessagesDefault) },
       "body-bytes": { type: "string", default: "1024" },
       durability: { type: "string", default: "fsync" },
@@ -147,11 +166,13 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
     values.workloads ??
       (command === "compare-consumers" ? compareConsumersWorkloadsDefault : workloadsDefault),
   );
-  if (workloads.includes("fanout")) {
+  const hopperOnly = workloads.find((workload) => hopperOnlyWorkloads.includes(workload));
+  if (hopperOnly) {
     const peer = runs.find((run) => run.target !== "hopper");
     if (peer) {
+      const needs = hopperOnly === "fanout" ? "exchanges" : "FIFO queues";
       throw new Error(
-        `the fanout workload needs exchanges, which only Hopper has; leave out ${peer.target} (--targets)`,
+        `the ${hopperOnly} workload needs ${needs}, which only Hopper has; leave out ${peer.target} (--targets)`,
       );
     }
   }
@@ -164,6 +185,10 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
     workloads,
     messages: integerFlag("messages", values.messages, 1, messagesMax),
     fanoutMessages: integerFlag("fanout-messages", values["fanout-messages"], 1, messagesMax),
+    fifoMessages: integerFlag("fifo-messages", values["fifo-messages"], 1, messagesMax),
+    fifoGroups: integerFlag("fifo-groups", values["fifo-groups"], 1, fifoGroupsMax),
+    fifoConsumers: integerFlag("fifo-consumers", values["fifo-consumers"], 1, fifoConsumersMax),
+    fifoQueues: parseFifoQueues(values["fifo-queues"]),
     backlog: integerFlag("backlog", values.backlog, 1, messagesMax),
     bodyBytes: integerFlag("body-bytes", values["body-bytes"], bodyBytesMin, bodyBytesMax),
     durability,
@@ -254,6 +279,20 @@ function compareConsumerRuns(
   return modes.map((mode) => {
     if (mode !== "pull" && mode !== "push") throw new Error(`--consumers takes pull and push; not "${mode}"`);
     return hopperRun(store, nodes, mode);
+  });
+}
+
+/** `standard,fifo` (the default), `fifo,standard` (load drifts, so the order can be swapped), or one. */
+function parseFifoQueues(text: string): ("standard" | "fifo")[] {
+  const kinds = text.split(",").map((name) => name.trim());
+  if (kinds.length === 0 || kinds.length > 2 || new Set(kinds).size !== kinds.length) {
+    throw new Error(`--fifo-queues takes standard,fifo in either order, or one of them; not "${text}"`);
+  }
+  return kinds.map((kind) => {
+    if (kind !== "standard" && kind !== "fifo") {
+      throw new Error(`--fifo-queues takes standard and fifo; not "${kind}"`);
+    }
+    return kind;
   });
 }
 

@@ -50,6 +50,7 @@ export class PushConsumer implements BenchConsumer {
               body: readBenchBody(message.body),
               deliveryCount: message.deliveryCount,
               receipt: message.receipt,
+              key: message.key,
             },
             receivedAtMs,
           );

@@ -1,6 +1,8 @@
 /** Turns the measured figures into markdown tables, the verdict on the targets, and a JSON document. */
 import { corePercent } from "./cpu.js";
+import type { KeyedQueuePhase, QueueKind } from "./fifo.js";
 import type { FsyncProbeResult } from "./fsync-probe.js";
+import { fifoThroughputRatioMin } from "./limits.js";
 import type { WorkloadCosts } from "./measure.js";
 import type { BenchOptions, Command } from "./options.js";
 import type { RunReport } from "./run.js";
@@ -229,6 +231,7 @@ function figureRows(probe: FsyncProbeResult): Row[] {
       fanout((w) => storeCell(w.costs, w.messages)),
       "as for W1",
     ],
+    ...fifoRows(),
     [
       "load average at start",
       (run) => fine.format(run.loadAverage1m),
@@ -237,12 +240,72 @@ function figureRows(probe: FsyncProbeResult): Row[] {
   ];
 }
 
+/** The FIFO workload's rows: each queue's figures, then their ratio. */
+function fifoRows(): Row[] {
+  const phase =
+    (kind: QueueKind, cell: (phase: KeyedQueuePhase, messages: number) => string) => (run: RunReport) => {
+      const found = run.fifo?.phases.find((candidate) => candidate.kind === kind);
+      return found && run.fifo ? cell(found, run.fifo.messages) : dash;
+    };
+  const both = (
+    name: string,
+    cell: (phase: KeyedQueuePhase, messages: number) => string,
+    meaning: string,
+  ): Row[] => [
+    [`FIFO workload, standard queue: ${name}`, phase("standard", cell), meaning],
+    [`FIFO workload, FIFO queue: ${name}`, phase("fifo", cell), "as for the standard queue"],
+  ];
+  return [
+    ...both(
+      "end-to-end",
+      (p) => `**${integer.format(p.endToEndPerSecond)} msg/s**`,
+      "first send → last ack; one producer (≤ 1,000 unconfirmed, ≤ 100 per send) and the consumers (each ≤ 100 per receive, ≤ 256 unacked) at once; keys g0… round-robin",
+    ),
+    [
+      "FIFO ÷ standard, end to end",
+      (run) => {
+        const ratio = run.fifo?.fifoToStandard;
+        if (ratio === undefined) return dash;
+        const met = ratio >= fifoThroughputRatioMin ? "met" : "NOT met";
+        return `**${fine.format(ratio)}×** (target ≥ ${fifoThroughputRatioMin}×: ${met})`;
+      },
+      "issue 4: a FIFO queue stays within 2× of the standard queue's throughput",
+    ],
+    ...both(
+      "confirm",
+      (p) => `${integer.format(p.confirmPerSecond)} msg/s`,
+      "first send → last durable confirm",
+    ),
+    ...both(
+      "exactly-once",
+      (p) => `${p.duplicates} dup · ${p.missing} missing · ${p.redeliveries ?? "?"} redelivered`,
+      "as for W1",
+    ),
+    ...both(
+      "group order",
+      (p) =>
+        `${p.order.violations} violations (${p.order.outOfOrder} out of order · ${p.order.disagreeing} disagreeing) · ` +
+        `${p.order.requestPairsReversed} request pairs stored reversed`,
+      "a FIFO queue must show 0 violations; a standard queue promises no order (group-order.ts); a reversed pair of concurrent send requests is allowed",
+    ),
+    ...both("CPU per message", (p, messages) => cpuPerMessageCell(p.costs, messages), "as for W1"),
+    ...both("CPU share", (p) => coreShareCell(p.costs), "in % of one core"),
+    ...both("HTTP requests", (p) => requestsCell(p.costs, p.endToEndMs), "as for W1"),
+    ...both(
+      "store calls and commits per 100 messages",
+      (p, messages) => storeCell(p.costs, messages),
+      "as for W1",
+    ),
+  ];
+}
+
 function headerLine(report: BenchReport): string {
   const { machine, options, fsyncProbe: probe } = report;
   return (
     `${report.benchmark}, ${report.startedAt}, ${machine.cpus} × ${machine.cpuModel}, Node ${machine.node}; ` +
     `W1 ${options.messages} msgs, W2 ${options.ratePerSecond} msg/s × ${options.latencySeconds} s, ` +
-    `W3 ${options.backlog} msgs, fan-out ${options.fanoutMessages} msgs; bodies of ${options.bodyBytes} B; disk: ${integer.format(probe.flushesPerSecond)} ` +
+    `W3 ${options.backlog} msgs, fan-out ${options.fanoutMessages} msgs, ` +
+    `FIFO ${options.fifoMessages} msgs in ${options.fifoGroups} groups with ${options.fifoConsumers} consumers; bodies of ${options.bodyBytes} B; disk: ${integer.format(probe.flushesPerSecond)} ` +
     `flushes/s (4 KiB + fdatasync, p50 ${fine.format(probe.latencyMs.p50)}, p99 ${fine.format(probe.latencyMs.p99)} ms)`
   );
 }

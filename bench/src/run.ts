@@ -5,6 +5,7 @@
 import { loadavg } from "node:os";
 import { type BacklogResult, runBacklog } from "./backlog.js";
 import { type FanoutResult, runFanout } from "./fanout.js";
+import { type FifoResult, runFifo } from "./fifo.js";
 import { startHopperTarget } from "./hopper-target.js";
 import { type LatencyResult, runLatency } from "./latency.js";
 import type { WorkloadContext } from "./measure.js";
@@ -26,6 +27,7 @@ export interface RunReport {
   latency?: LatencyResult;
   backlog?: BacklogResult;
   fanout?: FanoutResult;
+  fifo?: FifoResult;
   /** Why the run stopped, if it failed; the figures it finished are kept. */
   error?: string;
 }
@@ -100,6 +102,22 @@ export async function runOne(
           `fan-out: ${Math.round(report.fanout.deliveriesPerSecond)} deliveries/s, ` +
             `${Math.round(report.fanout.publishPerSecond)} publishes/s`,
         );
+      } else if (workload === "fifo") {
+        log(
+          `${report.label}: FIFO, ${options.fifoMessages} messages in ${options.fifoGroups} groups, ` +
+            `${options.fifoConsumers} consumers, queues: ${options.fifoQueues.join(" then ")}`,
+        );
+        report.fifo = await runFifo(context, {
+          queuePrefix: "bench-fifo",
+          kinds: options.fifoQueues,
+          messages: options.fifoMessages,
+          groups: options.fifoGroups,
+          consumers: options.fifoConsumers,
+          bodyBytes: options.bodyBytes,
+          log,
+        });
+        const ratio = report.fifo.fifoToStandard;
+        if (ratio !== undefined) log(`FIFO: ${ratio.toFixed(2)} × the standard queue's rate`);
       } else {
         log(`${report.label}: W3 backlog, ${options.backlog} messages`);
         report.backlog = await runBacklog(context, {

@@ -14,6 +14,24 @@ export interface Delivery {
   deliveryCount: number | undefined;
   /** What the ack names: Hopper's receipt, the peer's row or job id. */
   receipt: string;
+  /** The message's key (a FIFO queue's group), as the target answered it; undefined where the target
+   * has no keys (the peers). */
+  key?: string | null | undefined;
+}
+
+/** One message of a keyed send: the body and its key (a FIFO queue's group). */
+export interface KeyedMessage {
+  body: BenchBody;
+  key: string;
+}
+
+/**
+ * Sends to one queue, one request per call, so that the caller knows which messages travelled
+ * together: the server stores one request's messages in one transaction, in their order.
+ */
+export interface KeyedSender {
+  /** Resolves once every message of the request is durable; rejects on any item error or duplicate. */
+  send(messages: readonly KeyedMessage[]): Promise<void>;
 }
 
 /**
@@ -88,6 +106,11 @@ export interface QueueTarget {
    * whose `publish` goes through the exchange; it resolves once the message is durable in every queue.
    */
   createFanout?(exchange: string, queues: readonly string[]): Promise<Pick<QueueConnection, "publish">>;
+  /**
+   * Hopper only: makes `queue` fresh, of the given kind, and answers a sender of keyed messages on
+   * connection 0 (the producer's node). Consumers reach it through `connect` as for any queue.
+   */
+  createKeyedQueue?(queue: string, kind: "standard" | "fifo"): Promise<KeyedSender>;
   /** Counters the target keeps about its own traffic (Hopper: HTTP requests by kind), by name. */
   counters(): Record<string, number>;
   /**
