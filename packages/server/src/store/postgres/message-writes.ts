@@ -42,6 +42,8 @@ export interface LockedQueue {
   name: string;
   queueId: number;
   kind: QueueKind;
+  /** Locked FOR NO KEY UPDATE, as a send under a maxDepth needs (statements.queueLockForDepthIn). */
+  forDepth: boolean;
 }
 
 /** A FIFO group: the lock that guards its head. */
@@ -57,7 +59,7 @@ type Client = pg.ClientBase;
  * depth shrinks over several sends, so no one send holds a transaction (and a FIFO group lock per
  * message) for long.
  */
-export const overflowTrimMax = 1000;
+const overflowTrimMax = 1000;
 
 const noCounters: QueueCounters = {
   published: 0,
@@ -156,7 +158,7 @@ export class MessageWrites {
   async lockQueue(client: Client, name: string, mode: "share" | "depth"): Promise<LockedQueue | undefined> {
     const statement = mode === "share" ? this.statements.queueLockShared : this.statements.queueLockForDepth;
     const row = (await client.query<{ queue_id: number; kind: QueueKind }>(statement, [name])).rows[0];
-    return row && { name, queueId: Number(row.queue_id), kind: row.kind };
+    return row && { name, queueId: Number(row.queue_id), kind: row.kind, forDepth: mode === "depth" };
   }
 
   /** Locks the existing queues among `names` for writing (dead-letter targets); absent ones are left out. */
@@ -279,8 +281,9 @@ export class MessageWrites {
     policy: SendPolicy,
     now: number,
   ): Promise<{ ids: string[]; written: string[] }> {
-    const { ids, stored } = await this.deduplicate(client, queue, messages, policy.dedupWindowMs, now);
     const overflow = policy.overflow;
+    invariant(!overflow || queue.forDepth, "a send under a maxDepth holds the queue row FOR NO KEY UPDATE");
+    const { ids, stored } = await this.deduplicate(client, queue, messages, policy.dedupWindowMs, now);
     let trim = 0;
     if (overflow) {
       const depth = depthOf(await this.counters(client, queue.queueId));
