@@ -659,7 +659,6 @@ export class PostgresStore implements Store {
       const wanted = Math.min(params.max, params.inFlightMax - inFlight);
       const messages: LeasedMessage[] = [];
       let deadLettered = 0;
-      let redelivered = 0;
       const locked = queue.kind === "fifo" ? await this.lockHeadGroups(client, queue, params, wanted) : null;
       // Each pass leases or dead-letters every row it locks, so the loop ends; the bound keeps a queue
       // full of exhausted messages from holding one transaction for long.
@@ -695,27 +694,13 @@ export class PostgresStore implements Store {
           for (const name of written) this.announceOnCommit(client, name);
           deadLettered += exhausted.length;
         }
-        const toLease = rows.filter((row) => !exhausted.includes(row));
-        if (toLease.length === 0) continue;
-        const tokens = toLease.map(() => this.random.uint48());
-        const updated = await client.query<{
-          seq: number;
-          delivery_count: number;
-          first_delivered_at: number;
-        }>(sql.messageLeaseMany, [toLease.map((row) => row.seq), tokens, params.leaseExpiresAt, params.now]);
-        const bySeq = new Map(updated.rows.map((row) => [row.seq, row]));
-        toLease.forEach((row, index) => {
-          const leased = bySeq.get(row.seq);
-          invariant(leased, "a locked row is updated");
-          if (leased.delivery_count > 1) redelivered++;
-          messages.push({
-            ...toStoredMessage(row),
-            visibleAt: params.leaseExpiresAt,
-            deliveryCount: leased.delivery_count,
-            firstDeliveredAt: leased.first_delivered_at,
-            receipt: encodeReceipt(row.seq, tokens[index] as number),
-          });
-        });
+        messages.push(
+          ...(await this.leaseRows(
+            client,
+            rows.filter((row) => !exhausted.includes(row)),
+            params,
+          )),
+        );
       }
       if (messages.length === 0) return { messages, deadLettered };
       let acked = 0;
@@ -727,10 +712,37 @@ export class PostgresStore implements Store {
       }
       await this.writes.addCounters(client, queue.queueId, {
         delivered: messages.length,
-        redelivered,
+        redelivered: messages.filter((message) => message.deliveryCount > 1).length,
         acked,
       });
       return { messages, deadLettered };
+    });
+  }
+
+  /** Takes a lease on each of the locked rows, each with a token of its own. */
+  private async leaseRows(
+    client: Client,
+    rows: readonly MessageRow[],
+    params: LeaseParams,
+  ): Promise<LeasedMessage[]> {
+    if (rows.length === 0) return [];
+    const tokens = rows.map(() => this.random.uint48());
+    const updated = await client.query<{
+      seq: number;
+      delivery_count: number;
+      first_delivered_at: number;
+    }>(sql.messageLeaseMany, [rows.map((row) => row.seq), tokens, params.leaseExpiresAt, params.now]);
+    const bySeq = new Map(updated.rows.map((row) => [row.seq, row]));
+    return rows.map((row, index) => {
+      const leased = bySeq.get(row.seq);
+      invariant(leased, "a locked row is updated");
+      return {
+        ...toStoredMessage(row),
+        visibleAt: params.leaseExpiresAt,
+        deliveryCount: leased.delivery_count,
+        firstDeliveredAt: leased.first_delivered_at,
+        receipt: encodeReceipt(row.seq, tokens[index] as number),
+      };
     });
   }
 
