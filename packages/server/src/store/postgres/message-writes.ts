@@ -20,7 +20,8 @@
  * the group) or removes a head (it then makes the next message the head). Two steps may take group
  * locks after rows: a dead letter into a FIFO queue whose groups its caller did not lock up front, and
  * an overflow trim whose oldest messages changed after it looked. A cycle there is rare; PostgreSQL
- * detects it and aborts one transaction, which the store runs again.
+ * detects it and aborts one transaction, which the store runs again (an application's transaction
+ * that sendInTransaction wrote into is the application's to retry).
  */
 import type pg from "pg";
 import { HopperError, invariant } from "../../errors.js";
