@@ -190,6 +190,11 @@ if (!url) {
       });
       await app.query("COMMIT");
       assert.equal(second?.duplicate, false, "the refused send claimed no dedupId");
+      await assert.rejects(
+        sendInTransaction(app, "bounded", [{ body: "outside" }], { schema }),
+        (error: unknown) => error instanceof HopperError && error.code === "invalid_request",
+        "outside a transaction there is no savepoint to undo a refusal",
+      );
     });
 
     test("drop-oldest makes room; a dead-letter exchange is refused, since only the broker routes", async () => {

@@ -60,7 +60,8 @@ const headerNamePattern = new RegExp(`^[A-Za-z0-9_.:-]{1,${limits.headerNameLeng
 const counterShards = 16;
 
 /**
- * Stores `messages` in `queue` through `client`, inside the transaction the client has open.
+ * Stores `messages` in `queue` through `client`, inside the transaction the client has open (BEGIN
+ * first: FIFO group locks last until it ends, and only a transaction makes the send all or none).
  * All or none: any invalid message, or a send that a full queue refuses (queue_full), throws a
  * HopperError and nothing is written, so the application can roll back or go on. Resolves with each
  * message's id, confirmed once the transaction commits; for a duplicate, the id stored first under
@@ -97,7 +98,7 @@ export async function sendInTransaction(
   // Only a full queue that refuses throws after writing (deduplication claims come first): a savepoint
   // undoes those writes and leaves the application's transaction as it was.
   const refusable = policy.overflow?.policy === "reject";
-  if (refusable) await client.query("SAVEPOINT hopper_send");
+  if (refusable) await savepoint(client);
   let sent: { ids: string[]; written: string[] };
   try {
     sent = await writes.send(client, locked, prepared, policy, now);
@@ -178,6 +179,19 @@ function overflowRoute(queue: QueueRecord): DeadLetterRoute | null {
       "full; sendInTransaction cannot route an exchange's bindings: send through the broker instead.",
     { queue: queue.name, exchange: target.exchange },
   );
+}
+
+/** Opens the savepoint that a refused send rolls back to; there is none outside a transaction. */
+async function savepoint(client: pg.ClientBase): Promise<void> {
+  try {
+    await client.query("SAVEPOINT hopper_send");
+  } catch (error) {
+    if ((error as { code?: string }).code !== "25P01") throw error;
+    throw new HopperError(
+      "invalid_request",
+      "sendInTransaction runs inside the application's transaction: BEGIN first.",
+    );
+  }
 }
 
 function checkLength(value: string | undefined, max: number, what: string): void {
