@@ -2,7 +2,16 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { HopperError } from "@hopper/client";
 import { CommanderError, InvalidArgumentError } from "commander";
-import { durationFlag, exitCodes, headerFlag, integerFlag, reportFailure, UsageError } from "./flags.js";
+import {
+  boundFlag,
+  durationFlag,
+  exitCodes,
+  headerFlag,
+  integerFlag,
+  positiveNumberFlag,
+  reportFailure,
+  UsageError,
+} from "./flags.js";
 import { attributesFromFlags } from "./queue-commands.js";
 
 test("durationFlag parses durations and refuses anything else as a commander argument error", () => {
@@ -16,6 +25,22 @@ test("integerFlag takes whole numbers of at least its minimum", () => {
   assert.equal(parse("100"), 100);
   for (const text of ["0", "-1", "1.5", "ten", "", "1e3"]) {
     assert.throws(() => parse(text), InvalidArgumentError, text);
+  }
+});
+
+test("positiveNumberFlag takes numbers above 0, fractions too", () => {
+  assert.equal(positiveNumberFlag("50"), 50);
+  assert.equal(positiveNumberFlag("0.5"), 0.5);
+  for (const text of ["0", "-1", "1e3", "fast", "", "Infinity"]) {
+    assert.throws(() => positiveNumberFlag(text), InvalidArgumentError, text);
+  }
+});
+
+test("boundFlag takes a whole number of at least 1, or none for no bound", () => {
+  assert.equal(boundFlag("1000"), 1000);
+  assert.equal(boundFlag("none"), "none");
+  for (const text of ["0", "1.5", "unlimited"]) {
+    assert.throws(() => boundFlag(text), InvalidArgumentError, text);
   }
 });
 
@@ -33,6 +58,17 @@ test("attributesFromFlags sends only what was given", () => {
     visibilityTimeoutMs: 45_000,
     deadLetter: { queue: "dlq", maxDeliveries: 3 },
   });
+  assert.deepEqual(
+    attributesFromFlags({
+      fifo: true,
+      maxDepth: "none",
+      overflow: "drop-oldest",
+      dedupWindow: 0,
+      contentBasedDedup: false,
+    }),
+    { kind: "fifo", maxDepth: null, overflow: "drop-oldest", dedupWindowMs: 0, contentBasedDedup: false },
+  );
+  assert.deepEqual(attributesFromFlags({ fifo: false }), {}, "no --fifo leaves the kind as it is");
   assert.throws(() => attributesFromFlags({ deadLetter: "dlq" }), UsageError);
   assert.throws(() => attributesFromFlags({ maxDeliveries: 3 }), UsageError);
 });

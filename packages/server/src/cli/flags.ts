@@ -8,7 +8,8 @@ import { HopperClient, HopperError } from "@hopper/client";
 import { type Command, CommanderError, InvalidArgumentError } from "commander";
 import { parseDuration } from "./duration.js";
 
-export const exitCodes = { ok: 0, failure: 1, usage: 2 } as const;
+/** `interrupted` is 128 + SIGINT, what a shell reports for a command ended by Ctrl-C. */
+export const exitCodes = { ok: 0, failure: 1, usage: 2, interrupted: 130 } as const;
 
 const urlDefault = "http://127.0.0.1:7171";
 
@@ -111,6 +112,28 @@ export function integerFlag(min: number): (text: string) => number {
     }
     return value;
   };
+}
+
+/** A commander parser for a number above 0, fractions allowed (a rate); the server checks the upper bound. */
+export function positiveNumberFlag(text: string): number {
+  const value = Number(text);
+  if (!/^\d+(\.\d+)?$/.test(text.trim()) || !(value > 0) || !Number.isFinite(value)) {
+    throw new InvalidArgumentError(`"${text}" is not a number above 0.`);
+  }
+  return value;
+}
+
+/**
+ * A commander parser for a bound that can be lifted: a whole number of at least 1, or "none". It
+ * answers "none" rather than null because commander replaces a parser's null with "".
+ */
+export function boundFlag(text: string): number | "none" {
+  if (text.trim() === "none") return "none";
+  try {
+    return integerFlag(1)(text);
+  } catch {
+    throw new InvalidArgumentError(`"${text}" is neither a whole number of at least 1 nor "none".`);
+  }
 }
 
 /** A commander parser that collects repeated `--header name=value` flags into one record. */

@@ -28,6 +28,8 @@ interface SendFlags {
   header?: Record<string, string>;
   key?: string;
   delay?: number;
+  dedupId?: string;
+  priority?: number;
 }
 
 interface ReceiveFlags {
@@ -35,6 +37,7 @@ interface ReceiveFlags {
   wait: number;
   visibilityTimeout?: number;
   ack?: boolean;
+  autoAck?: boolean;
 }
 
 export function addMessageCommands(program: Command): void {
@@ -46,6 +49,8 @@ export function addMessageCommands(program: Command): void {
     .option("--header <name=value>", "a message header (repeatable)", headerFlag)
     .option("--key <key>", "the message's ordering key")
     .option("--delay <duration>", "how long before the message can be received", durationFlag)
+    .option("--dedup-id <id>", "a resend with this id inside the queue's dedup window is not stored again")
+    .option("--priority <n>", "0-9, higher is received first (standard queues only)", integerFlag(0))
     .action(clientAction<SendFlags>(send));
 
   addConnectionOptions(program.command("receive <queue>"))
@@ -58,15 +63,18 @@ export function addMessageCommands(program: Command): void {
     )
     .option("--visibility-timeout <duration>", "lease length (default: the queue's)", durationFlag)
     .option("--ack", "acknowledge the messages once they are printed")
+    .option("--auto-ack", "at most once: the server deletes the messages as it hands them out")
     .action(clientAction<ReceiveFlags>(receive));
 }
 
-/** What every message of one `send` shares: its headers, key and delay. */
+/** What every message of one `send` shares: its headers, key, delay, priority and dedupId. */
 function sharedFields(flags: SendFlags): SendMessage {
   const shared: SendMessage = {};
   if (flags.header !== undefined) shared.headers = flags.header;
   if (flags.key !== undefined) shared.key = flags.key;
   if (flags.delay !== undefined) shared.delayMs = flags.delay;
+  if (flags.priority !== undefined) shared.priority = flags.priority;
+  if (flags.dedupId !== undefined) shared.dedupId = flags.dedupId;
   return shared;
 }
 
@@ -79,6 +87,10 @@ function checkSources(body: string | undefined, flags: SendFlags): void {
   }
   if (body === undefined && flags.file === undefined) {
     throw new UsageError("give a body, or --file <path> (- for stdin).");
+  }
+  if (flags.lines && flags.dedupId !== undefined) {
+    // Every line would carry the same id, so all but the first would be dropped as duplicates.
+    throw new UsageError("--dedup-id names one message; it cannot go with --lines.");
   }
 }
 
@@ -143,8 +155,9 @@ async function sendLines(
 }
 
 /**
- * Prints the id of each sent message, and each failed one on stderr with the line it came from.
- * With --json it prints the answer instead. Answers the number of failures.
+ * Prints the id of each sent message, and each failed one on stderr with the line it came from. A
+ * duplicate's id (the one stored first) is printed too, with a note on stderr, so stdout stays a list
+ * of ids. With --json it prints the answer instead. Answers the number of failures.
  */
 function reportSent(connection: Connection, results: SendResult[], lineNumbers: (number | undefined)[]) {
   if (connection.json) printJson({ results });
@@ -157,6 +170,10 @@ function reportSent(connection: Connection, results: SendResult[], lineNumbers: 
       console.error(`error ${result.error.code}: ${result.error.message}${where}`);
     } else if (!connection.json) {
       console.log(result.id);
+      if (result.duplicate) {
+        const note = "the queue already had a message with this dedupId (or body, with content-based dedup)";
+        console.error(`duplicate: ${note}; ${result.id} is the one it kept`);
+      }
     }
   });
   return failures;
@@ -164,18 +181,26 @@ function reportSent(connection: Connection, results: SendResult[], lineNumbers: 
 
 /**
  * Leases messages and prints them. With --ack they are acknowledged only after they are printed, so
- * a message is never deleted before it has been shown.
+ * a message is never deleted before it has been shown. With --auto-ack the server deleted them as it
+ * handed them out, so there is no receipt to show or use.
  */
 async function receive(connection: Connection, [queue]: (string | undefined)[], flags: ReceiveFlags) {
+  if (flags.ack && flags.autoAck) {
+    throw new UsageError(
+      "--auto-ack deletes the messages as they are received; --ack has nothing left to do.",
+    );
+  }
   const { client } = connection;
   const messages = await client.receive(queue as string, {
     max: flags.max,
     waitMs: flags.wait,
     ...(flags.visibilityTimeout !== undefined && { visibilityTimeoutMs: flags.visibilityTimeout }),
+    ...(flags.autoAck && { autoAck: true }),
   });
+  const showReceipt = !flags.ack && !flags.autoAck;
   if (connection.json) printJson({ messages });
   else if (messages.length === 0) console.error(`no messages in ${queue}`);
-  else console.log(messages.map((message) => formatMessage(message, !flags.ack)).join("\n\n"));
+  else console.log(messages.map((message) => formatMessage(message, showReceipt)).join("\n\n"));
   if (!flags.ack || messages.length === 0) return;
   const results = await client.ack(
     queue as string,

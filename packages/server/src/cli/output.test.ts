@@ -26,6 +26,10 @@ const stats: QueueStats = {
   nacked: 0,
   expired: 0,
   deadLettered: 2,
+  purged: 0,
+  redelivered: 1,
+  dropped: 3,
+  redriven: 4,
 };
 
 test("formatAge shows two units at most, and '-' when there is no message", () => {
@@ -89,6 +93,10 @@ test("attributePairs shows durations for people, the dead-letter policy, and unk
     deadLetter: { queue: "dlq", maxDeliveries: 1 },
     retry: { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 900_000, jitter: "full" },
     maxDepth: 10,
+    overflow: "drop-oldest",
+    dedupWindowMs: 300_000,
+    contentBasedDedup: true,
+    pushbackDepth: 7,
   });
   assert.deepEqual(pairs, [
     ["visibility timeout", "45s"],
@@ -98,7 +106,22 @@ test("attributePairs shows durations for people, the dead-letter policy, and unk
     ["max message size", "1 MiB"],
     ["dead letter", "to dlq after 1 delivery"],
     ["retry", "1s x2 up to 15m, full jitter"],
-    ["maxDepth", "10"],
+    ["max depth", "10, then drop-oldest"],
+    ["dedup", "5m window, by body too"],
+    ["pushbackDepth", "7"],
+  ]);
+});
+
+test("attributePairs says when a queue has no bound and does not deduplicate", () => {
+  const pairs = attributePairs({
+    maxDepth: null,
+    overflow: "reject",
+    dedupWindowMs: 0,
+    contentBasedDedup: false,
+  });
+  assert.deepEqual(pairs, [
+    ["max depth", "none"],
+    ["dedup", "off"],
   ]);
 });
 
@@ -113,7 +136,9 @@ test("statPairs lists depths, the oldest age, then every counter", () => {
   assert.equal(pairs.get("in flight"), "3");
   assert.equal(pairs.get("dead-lettered"), "2");
   assert.equal(pairs.get("purged"), "5");
-  assert.equal(pairs.size, 12);
+  assert.equal(pairs.get("dropped"), "3");
+  assert.equal(pairs.get("redriven"), "4");
+  assert.equal(pairs.size, 15);
 });
 
 test("formatBody pretty-prints JSON, decodes text/* and leaves other bytes as base64", () => {

@@ -107,6 +107,10 @@ const labelledAttributes = new Set([
   "maxMessageBytes",
   "deadLetter",
   "retry",
+  "maxDepth",
+  "overflow",
+  "dedupWindowMs",
+  "contentBasedDedup",
 ]);
 
 /** One row per known attribute, in a fixed order, then any the CLI does not know. */
@@ -125,6 +129,8 @@ export function attributePairs(attributes: QueueAttributes): Pair[] {
   // The server sends `deadLetter: null` for a queue without one.
   if ("deadLetter" in attributes) pairs.push(["dead letter", formatDeadLetter(attributes.deadLetter)]);
   if (attributes.retry) pairs.push(["retry", formatRetry(attributes.retry)]);
+  if ("maxDepth" in attributes) pairs.push(["max depth", formatMaxDepth(attributes)]);
+  if (attributes.dedupWindowMs !== undefined) pairs.push(["dedup", formatDedup(attributes)]);
   for (const [name, value] of Object.entries(attributes)) {
     if (!labelledAttributes.has(name)) pairs.push([name, JSON.stringify(value)]);
   }
@@ -139,6 +145,19 @@ function formatDeadLetter(deadLetter: DeadLetterPolicy | null | undefined): stri
       ? deadLetter.queue
       : `exchange ${deadLetter.exchange} (routing key ${deadLetter.routingKey ?? "the queue's name"})`;
   return `to ${target} after ${deliveries}`;
+}
+
+/** "none", or "1000, then reject" with what a send into the full queue does. */
+function formatMaxDepth(attributes: QueueAttributes): string {
+  if (attributes.maxDepth === null || attributes.maxDepth === undefined) return "none";
+  return `${attributes.maxDepth}, then ${attributes.overflow ?? "reject"}`;
+}
+
+/** "off", "5m window", or "5m window, by body too" when a message without a dedupId is hashed. */
+function formatDedup(attributes: QueueAttributes): string {
+  if (!attributes.dedupWindowMs) return "off";
+  const byBody = attributes.contentBasedDedup ? ", by body too" : "";
+  return `${formatDurationAttribute(attributes.dedupWindowMs)} window${byBody}`;
 }
 
 /** "1s x2 up to 15m, full jitter": the first delay, its growth per attempt, and its ceiling. */

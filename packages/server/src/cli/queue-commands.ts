@@ -1,8 +1,9 @@
 /** `hopper queue create|ls|stats|purge|rm`: queue management through the typed client. */
-import type { QueueAttributes } from "@hopper/client";
-import type { Command } from "commander";
+import type { OverflowPolicy, QueueAttributes } from "@hopper/client";
+import { type Command, Option } from "commander";
 import {
   addConnectionOptions,
+  boundFlag,
   type Connection,
   clientAction,
   durationFlag,
@@ -19,7 +20,14 @@ interface CreateFlags {
   maxMessageBytes?: number;
   deadLetter?: string;
   maxDeliveries?: number;
+  fifo?: boolean;
+  maxDepth?: number | "none";
+  overflow?: OverflowPolicy;
+  dedupWindow?: number;
+  contentBasedDedup?: boolean;
 }
+
+const overflowPolicies: OverflowPolicy[] = ["reject", "drop-oldest", "dead-letter-oldest"];
 
 export function addQueueCommands(program: Command): void {
   const queue = program.command("queue").description("create, list, inspect, purge and delete queues");
@@ -33,6 +41,14 @@ export function addQueueCommands(program: Command): void {
     .option("--max-message-bytes <n>", "the largest body this queue takes", integerFlag(1))
     .option("--dead-letter <queue>", "where messages go after --max-deliveries deliveries")
     .option("--max-deliveries <n>", "deliveries before a message is dead-lettered", integerFlag(1))
+    .option("--fifo", "a FIFO queue: each key's messages one at a time, in order (only when created)")
+    .option("--max-depth <n>", 'the most messages the queue holds; "none" lifts the bound', boundFlag)
+    .addOption(
+      new Option("--overflow <policy>", "what a send into a full queue does").choices(overflowPolicies),
+    )
+    .option("--dedup-window <duration>", "how long a dedupId is remembered; 0 turns it off", durationFlag)
+    .option("--content-based-dedup", "deduplicate a message without a dedupId by its body")
+    .option("--no-content-based-dedup", "deduplicate only by dedupId")
     .action(clientAction<CreateFlags>(createQueue));
 
   addConnectionOptions(queue.command("ls"))
@@ -69,6 +85,11 @@ export function attributesFromFlags(flags: CreateFlags): QueueAttributes {
   if (flags.deadLetter !== undefined && flags.maxDeliveries !== undefined) {
     attributes.deadLetter = { queue: flags.deadLetter, maxDeliveries: flags.maxDeliveries };
   }
+  if (flags.fifo) attributes.kind = "fifo";
+  if (flags.maxDepth !== undefined) attributes.maxDepth = flags.maxDepth === "none" ? null : flags.maxDepth;
+  if (flags.overflow !== undefined) attributes.overflow = flags.overflow;
+  if (flags.dedupWindow !== undefined) attributes.dedupWindowMs = flags.dedupWindow;
+  if (flags.contentBasedDedup !== undefined) attributes.contentBasedDedup = flags.contentBasedDedup;
   return attributes;
 }
 
