@@ -5,8 +5,9 @@
  * right words while doing the wrong thing.
  */
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { after, before, describe, test } from "node:test";
+import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { HopperClient, HopperError } from "@hopper/client";
 import {
@@ -33,8 +34,16 @@ interface RunOptions {
   env?: Record<string, string>;
 }
 
-/** Runs `hopper <args>` and resolves with its exit code and output once it exits. */
-function runCli(args: string[], options: RunOptions = {}): Promise<RunResult> {
+interface RunningCli {
+  child: ChildProcess;
+  /** What it wrote to stderr so far. */
+  stderr(): string;
+  /** Resolves with its exit code and output once it exits. */
+  result: Promise<RunResult>;
+}
+
+/** Starts `hopper <args>`; the caller can signal it while it runs. */
+function startCli(args: string[], options: RunOptions = {}): RunningCli {
   // The caller's environment must not point the CLI at another broker or send a stray key.
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
   if (!options.env?.HOPPER_URL) delete env.HOPPER_URL;
@@ -49,7 +58,7 @@ function runCli(args: string[], options: RunOptions = {}): Promise<RunResult> {
     stderr += chunk;
   });
   child.stdin.end(options.stdin ?? "");
-  return new Promise((resolve, reject) => {
+  const result = new Promise<RunResult>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
       reject(new Error(`hopper ${args.join(" ")} did not exit within ${runTimeoutMs} ms\n${stderr}`));
@@ -60,6 +69,12 @@ function runCli(args: string[], options: RunOptions = {}): Promise<RunResult> {
       resolve({ code, stdout, stderr });
     });
   });
+  return { child, stderr: () => stderr, result };
+}
+
+/** Runs `hopper <args>` and resolves with its exit code and output once it exits. */
+function runCli(args: string[], options: RunOptions = {}): Promise<RunResult> {
+  return startCli(args, options).result;
 }
 
 /** The id lines `hopper send` prints, one per message sent. */
@@ -74,6 +89,25 @@ describe("hopper client commands", () => {
   /** Runs the CLI against the test server. */
   const hopper = (args: string[], options: RunOptions = {}) =>
     runCli([...args, "--url", server.url], options);
+
+  /**
+   * Fills `dlq` with `count` messages of `queue`, each dead-lettered for max_deliveries after one
+   * delivery, keys k0..k2 in turn.
+   */
+  async function deadLetters(queue: string, dlq: string, count: number): Promise<void> {
+    await client.putQueue(dlq);
+    await client.putQueue(queue, { deadLetter: { queue: dlq, maxDeliveries: 1 } });
+    await client.send(
+      queue,
+      Array.from({ length: count }, (_, n) => ({ body: { n }, key: `k${n % 3}` })),
+    );
+    const received = await client.receive(queue, { max: 100 });
+    await client.nack(
+      queue,
+      received.map((message) => message.receipt),
+    );
+    assert.equal((await client.getQueue(dlq)).stats.available, count);
+  }
 
   before(async () => {
     dir = createTempDir("hopper-cli-");
@@ -245,6 +279,199 @@ describe("hopper client commands", () => {
     assert.match(noBody.stderr, /give a body, or --file/);
     const names = (await client.listQueues()).map((queue) => queue.name);
     assert.ok(!names.includes("never"));
+  });
+
+  test("queue create takes the FIFO, depth and dedup flags, and shows them", async () => {
+    const fifo = await hopper(["queue", "create", "flagged-fifo", "--fifo", "--dedup-window", "2m"]);
+    assert.equal(fifo.code, 0, fifo.stderr);
+    assert.match(fifo.stdout, /^ {2}dedup +2m window$/m);
+    const created = await client.getQueue("flagged-fifo");
+    assert.equal(created.kind, "fifo");
+    assert.equal(created.attributes.dedupWindowMs, 120_000);
+
+    const bounded = ["queue", "create", "flagged", "--max-depth", "3", "--overflow", "drop-oldest"];
+    const result = await hopper([...bounded, "--dedup-window", "1m", "--content-based-dedup"]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /^ {2}max depth +3, then drop-oldest$/m);
+    assert.match(result.stdout, /^ {2}dedup +1m window, by body too$/m);
+    const { attributes } = await client.getQueue("flagged");
+    assert.deepEqual(
+      [attributes.maxDepth, attributes.overflow, attributes.dedupWindowMs, attributes.contentBasedDedup],
+      [3, "drop-oldest", 60_000, true],
+    );
+
+    const lifted = await hopper([
+      "queue",
+      "create",
+      "flagged",
+      "--max-depth",
+      "none",
+      "--no-content-based-dedup",
+    ]);
+    assert.equal(lifted.code, 0, lifted.stderr);
+    const after = (await client.getQueue("flagged")).attributes;
+    assert.deepEqual([after.maxDepth, after.contentBasedDedup, after.overflow], [null, false, "drop-oldest"]);
+
+    const badPolicy = await hopper(["queue", "create", "never", "--overflow", "sideways"]);
+    assert.equal(badPolicy.code, 2);
+    assert.match(badPolicy.stderr, /Allowed choices are reject, drop-oldest, dead-letter-oldest/);
+  });
+
+  test("send --dedup-id prints the first id again and says it was a duplicate; --priority orders", async () => {
+    await client.putQueue("deduped", { dedupWindowMs: 60_000 });
+    const first = await hopper(["send", "deduped", "charge", "--dedup-id", "charge-1"]);
+    const again = await hopper(["send", "deduped", "charge", "--dedup-id", "charge-1"]);
+    assert.equal(first.code, 0, first.stderr);
+    assert.equal(again.code, 0, again.stderr);
+    assert.deepEqual(idLines(again.stdout), idLines(first.stdout));
+    assert.equal(first.stderr, "");
+    assert.match(again.stderr, /^duplicate: /);
+    assert.equal((await client.getQueue("deduped")).stats.available, 1);
+
+    await client.putQueue("prioritized");
+    await hopper(["send", "prioritized", '"low"']);
+    await hopper(["send", "prioritized", '"high"', "--priority", "9"]);
+    const [peeked] = await client.peek("prioritized", { limit: 1 });
+    assert.equal(peeked?.priority, 0, "peek shows arrival order");
+    const [received] = await client.receive("prioritized");
+    assert.equal(received?.body, "high");
+
+    const lines = await hopper(["send", "never", "--file", "-", "--lines", "--dedup-id", "x"], {
+      stdin: "a\n",
+    });
+    assert.equal(lines.code, 2);
+    assert.match(lines.stderr, /--dedup-id names one message/);
+    await client.putQueue("full", { maxDepth: 1 });
+    await hopper(["send", "full", "1"]);
+    const refused = await hopper(["send", "full", "2"]);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /^error queue_full: /);
+    const fifoPriority = await hopper(["send", "flagged-fifo", "x", "--key", "k", "--priority", "1"]);
+    assert.equal(fifoPriority.code, 1, "a FIFO queue refuses a priority");
+    assert.match(fifoPriority.stderr, /^error invalid_request: /m);
+  });
+
+  test("receive --auto-ack prints no receipt and leaves nothing in flight", async () => {
+    await client.putQueue("auto-acked");
+    await client.send("auto-acked", [{ body: 1 }]);
+    const result = await hopper(["receive", "auto-acked", "--auto-ack"]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /^id +\S+$/m);
+    assert.doesNotMatch(result.stdout, /receipt/);
+    const { stats } = await client.getQueue("auto-acked");
+    assert.deepEqual([stats.available, stats.inFlight, stats.acked], [0, 0, 1]);
+    const both = await hopper(["receive", "auto-acked", "--auto-ack", "--ack"]);
+    assert.equal(both.code, 2);
+  });
+
+  test("dlq peek shows each message's reason, origin and deliveries, and counts them", async () => {
+    await deadLetters("peeked", "peeked-dlq", 3);
+    // Two more pushed out by overflow: reason max_depth.
+    await client.putQueue("overflowing", {
+      maxDepth: 1,
+      overflow: "dead-letter-oldest",
+      deadLetter: { queue: "peeked-dlq", maxDeliveries: 5 },
+    });
+    await client.send("overflowing", [{ body: "a" }, { body: "b" }, { body: "c" }]);
+
+    const result = await hopper(["dlq", "peek", "peeked-dlq"]);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(result.stdout, /^ID +AGE +REASON +ORIGINAL-QUEUE +DELIVERIES +KEY +BODY$/m);
+    assert.match(result.stdout, /^\S+ +\S+ +max_deliveries +peeked +1 +k0 +\{"n":0\}$/m);
+    assert.match(result.stdout, /^\S+ +\S+ +max_depth +overflowing +0 +- +"a"$/m);
+    assert.match(
+      result.stdout,
+      /^5 of 5 messages shown; by reason: max_deliveries 3, max_depth 2; by original queue: peeked 3, overflowing 2$/m,
+    );
+
+    const limited = await hopper(["dlq", "peek", "peeked-dlq", "--limit", "2"]);
+    assert.match(limited.stdout, /^2 of 5 messages shown; by reason: max_deliveries 2; /m);
+    const json = JSON.parse((await hopper(["dlq", "peek", "peeked-dlq", "--json", "--limit", "1"])).stdout);
+    assert.equal(json.messages[0].headers["x-dead-letter-reason"], "max_deliveries");
+    const missing = await hopper(["dlq", "peek", "no-such-dlq"]);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /^error queue_not_found: /);
+  });
+
+  test("dlq redrive follows the task to done, with progress lines when stderr is not a terminal", async () => {
+    await deadLetters("redriven", "redriven-dlq", 60);
+    const result = await hopper(["dlq", "redrive", "redriven-dlq", "--rate", "40"]);
+    assert.equal(result.code, 0, result.stderr);
+    const id =
+      /^started redrive (\S+): 60 messages from redriven-dlq to their original queues at 40 msg\/s$/m.exec(
+        result.stdout,
+      )?.[1];
+    assert.ok(id, result.stdout);
+    assert.match(result.stdout, new RegExp(`^redrive ${id} done: moved 60 of 60 from redriven-dlq`, "m"));
+    assert.doesNotMatch(result.stderr, /\r/, "no redrawing without a terminal");
+    const lines = result.stderr.trim().split("\n");
+    assert.ok(
+      lines.length >= 3,
+      `a line at the start, at least one on the way, one at the end:\n${result.stderr}`,
+    );
+    for (const line of lines) {
+      assert.match(line, new RegExp(`^redrive ${id}: \\d+/60 moved \\(\\d+%\\), \\S+ msg/s, ETA \\S+$`));
+    }
+    assert.match(lines[0] as string, /: 0\/60 moved \(0%\)/);
+    assert.ok(
+      lines.some((line) => /: ([1-9]|[1-5]\d)\/60 moved/.test(line)),
+      `progress on the way:\n${result.stderr}`,
+    );
+    assert.match(lines.at(-1) as string, /: 60\/60 moved \(100%\), [\d.]+ msg\/s, ETA 0s$/);
+
+    const task = await client.getTask(id);
+    assert.deepEqual([task.state, task.moved], ["done", 60]);
+    const [dlq, back] = await Promise.all([client.getQueue("redriven-dlq"), client.getQueue("redriven")]);
+    assert.deepEqual([dlq.stats.available, back.stats.available], [0, 60]);
+  });
+
+  test("dlq redrive --to --max --no-wait --json prints the started task and returns", async () => {
+    await deadLetters("partial", "partial-dlq", 5);
+    await client.putQueue("partial-elsewhere");
+    const args = ["dlq", "redrive", "partial-dlq", "--to", "partial-elsewhere", "--max", "2"];
+    const result = await hopper([...args, "--no-wait", "--json"]);
+    assert.equal(result.code, 0, result.stderr);
+    const { task } = JSON.parse(result.stdout);
+    assert.deepEqual([task.queue, task.to, task.total], ["partial-dlq", "partial-elsewhere", 2]);
+    assert.equal(result.stderr, "", "no progress when not waiting");
+    for (let polls = 0; (await client.getTask(task.id)).state === "running" && polls < 50; polls++) {
+      await delay(20);
+    }
+    assert.equal((await client.getQueue("partial-elsewhere")).stats.available, 2);
+  });
+
+  test("a failed redrive exits 1 and prints the task's error", async () => {
+    await client.putQueue("orphaned");
+    await client.send("orphaned", [{ body: 1, headers: { "x-original-queue": "long-gone" } }]);
+    const result = await hopper(["dlq", "redrive", "orphaned"]);
+    assert.equal(result.code, 1, result.stdout);
+    assert.match(result.stdout, /^redrive \S+ failed: moved 0 of 1 from orphaned/m);
+    assert.match(result.stderr, /^error queue_not_found: Queue "long-gone" does not exist\.$/m);
+    const json = await hopper(["dlq", "redrive", "orphaned", "--json"]);
+    assert.equal(json.code, 1);
+    assert.equal(JSON.parse(json.stdout).error.code, "queue_not_found");
+  });
+
+  test("Ctrl-C during dlq redrive cancels the task and exits 130", async () => {
+    await deadLetters("interrupted", "interrupted-dlq", 100);
+    const running = startCli(["dlq", "redrive", "interrupted-dlq", "--rate", "20", "--url", server.url]);
+    // Wait for progress, so the interrupt comes while the task is moving messages.
+    for (let polls = 0; !/: [1-9]\d*\/100 moved/.test(running.stderr()) && polls < 250; polls++) {
+      await delay(20);
+    }
+    running.child.kill("SIGINT");
+    const result = await running.result;
+    assert.equal(result.code, 130, result.stderr);
+    assert.match(result.stderr, /^cancelling the redrive/m);
+    const id = /^started redrive (\S+):/m.exec(result.stdout)?.[1] as string;
+    const printed = new RegExp(`^redrive ${id} cancelled: moved (\\d+) of 100`, "m").exec(result.stdout);
+    assert.ok(printed, result.stdout);
+    await delay(300);
+    const task = await client.getTask(id);
+    assert.equal(task.state, "cancelled");
+    assert.ok(task.moved > 0 && task.moved < 100, `moved ${task.moved}`);
+    assert.equal(Number(printed[1]), task.moved, "the printed count is where it stopped");
+    assert.equal((await client.getQueue("interrupted")).stats.available, task.moved);
   });
 
   test("HOPPER_URL is used when --url is not given", async () => {

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /** The `hopper` command. */
 import { Command } from "commander";
+import { addDlqCommands } from "./dlq-commands.js";
 import { addConnectionOptions, reportFailure } from "./flags.js";
 import { addMessageCommands } from "./message-commands.js";
 import { addQueueCommands } from "./queue-commands.js";
@@ -40,6 +41,7 @@ addConnectionOptions(program);
 program.exitOverride();
 addQueueCommands(program);
 addMessageCommands(program);
+addDlqCommands(program);
 
 /**
  * Loads the server (Fastify, SQLite, metrics) only when `serve` runs: importing it costs most of a
