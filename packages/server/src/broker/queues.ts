@@ -12,7 +12,6 @@ import {
   dedupIdFor,
   type LeasedMessage,
   type MessageState,
-  type NewMessage,
   type QueueAttributes,
   type QueueKind,
   type QueueRecord,
@@ -123,6 +122,8 @@ export class QueueBroker {
       { movable: (queue) => this.movable(queue), move: (queue, to, max) => this.move(queue, to, max) },
       clock,
       this.newId,
+      (error, task) =>
+        this.log.error({ err: error, task: task.id, queue: task.queue }, "redrive step failed"),
     );
   }
 
@@ -458,14 +459,19 @@ export class QueueBroker {
       autoAck,
     });
     if (messages.length > 0 && !autoAck) this.scheduler.offer(queue.name, leaseExpiresAt);
+    // Deleted at once, the FIFO heads handed their groups on: other long polls may take the next.
+    if (messages.length > 0 && autoAck && queue.kind === "fifo") this.waiters.notify(queue.name);
     this.deadLettered(deadLetter, deadLettered);
     return messages;
   }
 
   async ack(name: string, receipts: string[]): Promise<ItemResult[]> {
     checkBatchSize(receipts.length);
-    await this.queue(name);
-    return (await this.store.queueAck({ queue: name, receipts })).map(toItemResult);
+    const queue = await this.queue(name);
+    const results = await this.store.queueAck({ queue: name, receipts });
+    // In a FIFO queue an ack hands the group to its next message, which a long poll may be waiting for.
+    if (queue.kind === "fifo" && results.some((result) => "ok" in result)) this.waiters.notify(name);
+    return results.map(toItemResult);
   }
 
   /** Ends leases early; each message is retried after `delayMs`, or after the queue's retry policy. */
@@ -488,7 +494,8 @@ export class QueueBroker {
       deadLetter,
     });
     this.deadLettered(deadLetter, deadLettered);
-    if (earliestRetryMs === 0) this.waiters.notify(name);
+    const groupMovedOn = queue.kind === "fifo" && deadLettered > 0;
+    if (earliestRetryMs === 0 || groupMovedOn) this.waiters.notify(name);
     else if (Number.isFinite(earliestRetryMs)) this.scheduler.offer(name, now + earliestRetryMs);
     return results.map(toItemResult);
   }
@@ -572,17 +579,25 @@ export class QueueBroker {
     name: string,
     to: string | null,
     max: number,
-  ): Promise<{ moved: number; stoppedBy: HopperError | null }> {
+  ): Promise<{ moved: number; held: number; stoppedBy: HopperError | null }> {
     const policies = new Map<string, SendPolicy>();
     for (const queue of await this.store.queueList()) policies.set(queue.name, await this.sendPolicy(queue));
     const now = this.clock.now();
-    const { moved, targets, stoppedBy } = await this.store.queueMove({ queue: name, to, max, now, policies });
+    const { moved, held, targets, stoppedBy } = await this.store.queueMove({
+      queue: name,
+      to,
+      max,
+      now,
+      policies,
+    });
+    // Moving FIFO heads out hands their groups on.
+    if (moved > 0) this.waiters.notify(name);
     for (const target of targets) {
       const record = await this.queueOrError(target);
       if (record instanceof HopperError) continue;
       this.sent(record, policies.get(target) ?? sendPolicyOf(record.attributes, null), now, now);
     }
-    return { moved, stoppedBy };
+    return { moved, held, stoppedBy };
   }
 
   /**

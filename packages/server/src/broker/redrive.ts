@@ -9,6 +9,9 @@
  * - One redrive at a time per source queue: two would interleave their steps and could reorder a key.
  * - With `ratePerSecond`, step k starts no earlier than `startedAt + moved / rate`, so the rate holds on
  *   average whatever the step sizes (each about a tenth of a second's worth).
+ * - A message in flight in the source holds back the later messages of its key (redrive-order.ts);
+ *   while only such messages are left, the task looks again every second. One that is still in flight
+ *   when everything else has moved is left behind: the task ends done with moved < total.
  * - Tasks live in the memory of the node that runs them: a restart ends them (what was moved stays
  *   moved); finished tasks are kept for `taskKeepMs` to be read.
  */
@@ -36,12 +39,13 @@ export interface TaskInfo {
 export interface RedriveSource {
   /** Messages the queue holds that are not in flight: what a redrive would move. */
   movable(queue: string): Promise<number>;
-  /** One step: moves up to `max` of the oldest messages not in flight, in one transaction. */
+  /** One step: moves up to `max` of the oldest messages not in flight, in one transaction; `held`
+   * counts those that wait behind an in-flight message of their key. */
   move(
     queue: string,
     to: string | null,
     max: number,
-  ): Promise<{ moved: number; stoppedBy: HopperError | null }>;
+  ): Promise<{ moved: number; held: number; stoppedBy: HopperError | null }>;
 }
 
 interface Task extends TaskInfo {
@@ -49,6 +53,8 @@ interface Task extends TaskInfo {
   cancelTimer: (() => void) | undefined;
 }
 
+/** How soon a redrive looks again when everything left waits behind a message in flight. */
+const heldRetryMs = 1_000;
 /** How many steps a second a rate-limited redrive takes, about. */
 const stepsPerSecond = 10;
 
@@ -60,6 +66,8 @@ export class RedriveTasks {
     private readonly source: RedriveSource,
     private readonly clock: Clock,
     private readonly newId: () => string,
+    /** Hears failures that are not a HopperError (a bug, or the store failing), for the log. */
+    private readonly onError: (error: unknown, task: TaskInfo) => void,
   ) {}
 
   async start(
@@ -137,12 +145,13 @@ export class RedriveTasks {
       task.total - task.moved,
       rate === null ? Number.POSITIVE_INFINITY : Math.max(1, Math.ceil(rate / stepsPerSecond)),
     );
-    let result: { moved: number; stoppedBy: HopperError | null };
+    let result: { moved: number; held: number; stoppedBy: HopperError | null };
     try {
       result = await this.source.move(task.queue, task.to, batch);
     } catch (error) {
-      task.error =
-        error instanceof HopperError ? error : new HopperError("internal", (error as Error).message);
+      // The task says only that it failed; the cause is for the server's log, not the client.
+      if (!(error instanceof HopperError)) this.onError(error, task);
+      task.error = error instanceof HopperError ? error : new HopperError("internal");
       if (task.state === "running") this.finish(task, "failed");
       return;
     }
@@ -152,7 +161,12 @@ export class RedriveTasks {
       task.error = result.stoppedBy;
       return this.finish(task, "failed");
     }
-    if (task.moved >= task.total || result.moved === 0) return this.finish(task, "done");
+    if (task.moved >= task.total) return this.finish(task, "done");
+    if (result.moved === 0) {
+      // Nothing movable is left, or all of it waits behind a message in flight: look again later.
+      if (result.held === 0) return this.finish(task, "done");
+      return this.schedule(task, this.clock.now() + heldRetryMs);
+    }
     const next = rate === null ? this.clock.now() : task.startedAt + Math.ceil((task.moved / rate) * 1000);
     this.schedule(task, next);
   }

@@ -219,6 +219,7 @@ export function exerciseQueuePolicies(factory: StoreFactory): void {
         assert.deepEqual(bodies((await lease("p", t0 + 1, 3)).messages), ["9a", "5a", "5c"]);
         assert.deepEqual(bodies((await lease("p", t0 + 1, 10)).messages), ["5b", "0a", "0b"]);
         assert.deepEqual(bodies((await lease("p", t0 + 20_000, 10)).messages), ["9late"]);
+        await assertDepthCounted("p", t0 + 20_000);
       });
     });
 
@@ -242,6 +243,7 @@ export function exerciseQueuePolicies(factory: StoreFactory): void {
         const after = message({ dedupId: "order-1" });
         assert.deepEqual(await send("d", [after], window, t0 + 60_000), [after.id], "the window ended");
         assert.equal((await store.queueGet({ name: "d" }))?.counters.published, 2);
+        await assertDepthCounted("d", t0 + 60_000);
       });
 
       test("within one batch a repeat is a duplicate of the earlier item; without a window nothing is", async () => {
@@ -342,6 +344,27 @@ export function exerciseQueuePolicies(factory: StoreFactory): void {
         assert.deepEqual(bodies((await lease("f", t0)).messages).sort(), ["a2", "b1"]);
       });
 
+      test("a send of duplicates only is answered even when dead letters filled the queue past maxDepth", async () => {
+        await create("dlq");
+        await create("src");
+        const policy = {
+          dedupWindowMs: 60_000,
+          overflow: { maxDepth: 1, policy: "reject" as const, deadLetter: null },
+        };
+        const first = message({ dedupId: "x" });
+        await send("dlq", [first], policy);
+        await send("src", [message()]);
+        const leased = await lease("src", t0);
+        await nack("src", [leased.messages[0]?.receipt], t0, { queues: ["dlq"], maxDeliveries: 1 });
+        assert.equal(
+          (await store.queueDepth({ name: "dlq", now: t0 })).available,
+          2,
+          "dead letters are never refused",
+        );
+        assert.deepEqual(await send("dlq", [message({ dedupId: "x" })], policy), [first.id]);
+        await rejectsWith(send("dlq", [message()], policy), "queue_full");
+      });
+
       test("duplicates take no room", async () => {
         await create("o");
         const policy = {
@@ -370,6 +393,7 @@ export function exerciseQueuePolicies(factory: StoreFactory): void {
           0,
           "nothing comes back",
         );
+        await assertDepthCounted("f", t0 + 60_000);
       });
     });
 
@@ -388,7 +412,8 @@ export function exerciseQueuePolicies(factory: StoreFactory): void {
           fromQueue("a", "3", "k"),
           fromQueue("a", "4"),
         ]);
-        const inFlight = await lease("dlq", t0, 1); // the oldest is held: it stays
+        // The oldest is in flight: it stays, and holds back "3", the next of its key k.
+        const inFlight = await lease("dlq", t0, 1);
         const result = await store.queueMove({
           queue: "dlq",
           to: null,
@@ -398,11 +423,10 @@ export function exerciseQueuePolicies(factory: StoreFactory): void {
         });
         assert.deepEqual(
           { ...result, targets: result.targets.sort() },
-          { moved: 2, targets: ["a", "b"], stoppedBy: null },
+          { moved: 2, held: 1, targets: ["a", "b"], stoppedBy: null },
         );
         const inA = await store.queuePeek({ queue: "a", state: "available", limit: 10, now: t0 + 5 });
-        assert.deepEqual(bodies(inA), ["3"]);
-        assert.equal(inA[0]?.key, "k");
+        assert.deepEqual(bodies(inA), ["4"]);
         assert.equal(inA[0]?.deliveryCount, 0);
         assert.equal(inA[0]?.publishedAt, t0 + 5);
         assert.equal(inFlight.messages[0]?.body.toString(), "1");
@@ -410,6 +434,47 @@ export function exerciseQueuePolicies(factory: StoreFactory): void {
         assert.equal((await store.queueGet({ name: "a" }))?.counters.published, 1);
         await assertDepthCounted("dlq", t0 + 5);
         await assertDepthCounted("a", t0 + 5);
+        // Once the held message is acked, its key moves on, in order.
+        await ack("dlq", [inFlight.messages[0]?.receipt]);
+        const rest = await store.queueMove({
+          queue: "dlq",
+          to: null,
+          max: 10,
+          now: t0 + 6,
+          policies: policies("a", "b"),
+        });
+        assert.deepEqual([rest.moved, rest.held], [1, 0]);
+        const moved = await store.queuePeek({ queue: "a", state: "available", limit: 10, now: t0 + 6 });
+        assert.deepEqual(bodies(moved), ["4", "3"]);
+        assert.equal(moved[1]?.key, "k");
+      });
+
+      test("a keyless message in flight holds nothing back; a FIFO group's does", async () => {
+        await create("dlq");
+        await create("a");
+        await send("dlq", [fromQueue("a", "1"), fromQueue("a", "2")]);
+        await lease("dlq", t0, 1);
+        const standard = await store.queueMove({
+          queue: "dlq",
+          to: null,
+          max: 10,
+          now: t0,
+          policies: policies("a"),
+        });
+        assert.deepEqual([standard.moved, standard.held], [1, 0]);
+        await create("fdlq", "fifo");
+        await send("fdlq", [fromQueue("a", "x1"), fromQueue("a", "x2"), fromQueue("a", "y1", "y")]);
+        await lease("fdlq", t0, 1); // x1, the head of the keyless group
+        const fifo = await store.queueMove({
+          queue: "fdlq",
+          to: null,
+          max: 10,
+          now: t0,
+          policies: policies("a"),
+        });
+        assert.equal(fifo.moved, 1, "only y1 moves");
+        const inA = await store.queuePeek({ queue: "a", state: "available", limit: 10, now: t0 });
+        assert.deepEqual(bodies(inA), ["2", "y1"]);
       });
 
       test("a move keeps the message's id, headers and priority; `to` overrides the source", async () => {

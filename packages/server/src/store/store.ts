@@ -326,7 +326,9 @@ export interface Store {
 
   /**
    * Moves up to `max` of the queue's messages that are not in flight, oldest first (by arrival), to
-   * `to`, or each to the queue its `x-original-queue` header names: a redrive step. A moved message
+   * `to`, or each to the queue its `x-original-queue` header names: a redrive step. A message in
+   * flight holds back the later messages of its key (in a FIFO queue, of its group): they are passed
+   * over, counted in `held`, so that order per key holds (redrive-order.ts). A moved message
    * keeps its id, body, headers and key; it arrives as new (delivery count 0, visible at `now`) and is
    * counted as published there and as redriven here. Messages are moved in order, so order per key
    * holds; the step stops before the first message it cannot move, with the reason: no target
@@ -340,7 +342,7 @@ export interface Store {
     max: number;
     now: number;
     policies: ReadonlyMap<string, SendPolicy>;
-  }): Promise<{ moved: number; targets: string[]; stoppedBy: HopperError | null }>;
+  }): Promise<{ moved: number; held: number; targets: string[]; stoppedBy: HopperError | null }>;
 
   /**
    * Moves up to `max` messages whose lease ended in [visibleFrom, now] and that have been delivered

@@ -10,6 +10,7 @@ import { HopperError, invariant } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
+import { notHeldBack, redriveScanMax } from "../redrive-order.js";
 import { type MessageRow, type QueueRow, toQueueRecord, toStoredMessage } from "../rows.js";
 import {
   type BindingDestination,
@@ -1037,16 +1038,21 @@ export class PostgresStore implements Store {
     max: number;
     now: number;
     policies: ReadonlyMap<string, SendPolicy>;
-  }): Promise<{ moved: number; targets: string[]; stoppedBy: HopperError | null }> {
+  }): Promise<{ moved: number; held: number; targets: string[]; stoppedBy: HopperError | null }> {
     return this.transaction(async (client) => {
       const source = await this.lockQueueShared(client, params.queue);
-      const { rows: candidates } = await client.query<MessageRow>(sql.messageSelectMovable, [
+      const { rows: scanned } = await client.query<MessageRow>(sql.messageSelectMovable, [
         source.queueId,
         params.now,
-        params.max,
+        redriveScanMax,
       ]);
+      const { rows: inFlight } = await client.query<MessageRow>(sql.messageSelectInFlightKeys, [
+        source.queueId,
+        params.now,
+      ]);
+      const { rows: candidates, held } = notHeldBack(scanned, inFlight, params.max);
       const { moves, stoppedBy } = await this.planMoves(client, candidates, params);
-      if (moves.length === 0) return { moved: 0, targets: [], stoppedBy };
+      if (moves.length === 0) return { moved: 0, held, targets: [], stoppedBy };
       await this.writes.lockGroups(client, [
         ...(source.kind === "fifo"
           ? moves.map(({ message }) => ({ queueId: source.queueId, groupKey: groupKeyOf(message) }))
@@ -1064,7 +1070,7 @@ export class PostgresStore implements Store {
       const still = new Set(lockedRows.map((row) => row.seq));
       const missing = moves.findIndex(({ seq }) => !still.has(seq));
       const moved = missing === -1 ? moves : moves.slice(0, missing);
-      if (moved.length === 0) return { moved: 0, targets: [], stoppedBy: null };
+      if (moved.length === 0) return { moved: 0, held, targets: [], stoppedBy: null };
       const targets = [...new Set(moved.map(({ target }) => target))];
       for (const target of targets) {
         const messages = moved.filter((move) => move.target === target).map(({ message }) => message);
@@ -1081,6 +1087,7 @@ export class PostgresStore implements Store {
       await this.writes.addCounters(client, source.queueId, { redriven: moved.length });
       return {
         moved: moved.length,
+        held,
         targets: targets.map((target) => target.queue.name),
         stoppedBy: missing === -1 ? stoppedBy : null,
       };

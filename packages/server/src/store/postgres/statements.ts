@@ -346,6 +346,11 @@ export const messageSelectMovable = `
   ORDER BY m.seq
   LIMIT $3`;
 
+/** $1 queueId, $2 now. Returns: { seq, key, group_key } of the messages in flight (a redrive holds back
+ * the later messages of their keys). */
+export const messageSelectInFlightKeys = `
+  SELECT seq, key, group_key FROM messages WHERE queue_id = $1 AND visible_at > $2 AND lease_token IS NOT NULL`;
+
 /** $1 queueId, $2 seqs, $3 now. Returns: those rows that are still there and not in flight, locked. */
 export const messageSelectMovableBySeqs = `
   SELECT * FROM messages

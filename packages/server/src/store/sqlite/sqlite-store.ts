@@ -9,6 +9,7 @@ import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
+import { notHeldBack, redriveScanMax } from "../redrive-order.js";
 import { type MessageRow, type QueueRow, toQueueRecord, toStoredMessage } from "../rows.js";
 import {
   type BindingDestination,
@@ -75,6 +76,9 @@ type SqliteQueueRow = QueueRow<string>;
 function toSqliteQueueRecord(row: SqliteQueueRow): QueueRecord {
   return toQueueRecord({ ...row, attributes: JSON.parse(row.attributes) as QueueAttributes });
 }
+
+/** Messages one send may drop or dead-letter by overflow, as the PostgreSQL store. */
+const overflowTrimMax = 1000;
 
 function noRedriveTarget(id: string): HopperError {
   return new HopperError(
@@ -257,7 +261,7 @@ export class SqliteStore implements Store {
       return message.id;
     });
     const stored = send.messages.filter((message, i) => ids[i] === message.id);
-    if (overflow?.policy === "reject") {
+    if (overflow?.policy === "reject" && stored.length > 0) {
       const depth = depthOf(toSqliteQueueRecord(queue).counters);
       if (depth + stored.length > overflow.maxDepth) {
         throw new HopperError(
@@ -285,7 +289,7 @@ export class SqliteStore implements Store {
 
   /**
    * Applies drop-oldest or dead-letter-oldest: removes the oldest messages (by arrival, in any state)
-   * until the queue holds at most maxDepth.
+   * until the queue holds at most maxDepth, at most overflowTrimMax of them.
    */
   private trimOverflow(name: string, policy: SendPolicy, now: number): void {
     const overflow = policy.overflow;
@@ -293,10 +297,9 @@ export class SqliteStore implements Store {
     const queue = this.requireQueue(name);
     const excess = depthOf(toSqliteQueueRecord(queue).counters) - overflow.maxDepth;
     if (excess <= 0) return;
-    const rows = this.stmt(sql.messageSelectOldest).all({
-      queueId: queue.queue_id,
-      limit: excess,
-    }) as MessageRow[];
+    // Bounded, as every loop: a maxDepth lowered far below the depth is reached over several sends.
+    const limit = Math.min(excess, overflowTrimMax);
+    const rows = this.stmt(sql.messageSelectOldest).all({ queueId: queue.queue_id, limit }) as MessageRow[];
     if (overflow.policy === "dead-letter-oldest" && overflow.deadLetter) {
       for (const row of rows) this.deadLetterRow(row, queue, overflow.deadLetter, now, "max_depth");
       return;
@@ -603,14 +606,16 @@ export class SqliteStore implements Store {
     max: number;
     now: number;
     policies: ReadonlyMap<string, SendPolicy>;
-  }): Promise<{ moved: number; targets: string[]; stoppedBy: HopperError | null }> {
+  }): Promise<{ moved: number; held: number; targets: string[]; stoppedBy: HopperError | null }> {
     return this.writes.run(() => {
       const source = this.requireQueue(params.queue);
-      const rows = this.stmt(sql.messageSelectMovable).all({
-        queueId: source.queue_id,
-        now: params.now,
-        limit: params.max,
+      const args = { queueId: source.queue_id, now: params.now };
+      const candidates = this.stmt(sql.messageSelectMovable).all({
+        ...args,
+        limit: redriveScanMax,
       }) as MessageRow[];
+      const inFlight = this.stmt(sql.messageSelectInFlightKeys).all(args) as MessageRow[];
+      const { rows, held } = notHeldBack(candidates, inFlight, params.max);
       const targets = new Set<string>();
       let moved = 0;
       let stoppedBy: HopperError | null = null;
@@ -642,7 +647,7 @@ export class SqliteStore implements Store {
         moved++;
       }
       if (moved > 0) this.addCounters(source.queue_id, { redriven: moved });
-      return { moved, targets: [...targets], stoppedBy };
+      return { moved, held, targets: [...targets], stoppedBy };
     });
   }
 

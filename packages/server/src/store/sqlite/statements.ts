@@ -106,7 +106,11 @@ export const messageSelectOldest = `
   SELECT * FROM messages WHERE queue_id = :queueId ORDER BY published_at, seq LIMIT :limit`;
 
 /** Params: queueId, now, limit. Returns: the oldest messages by arrival that are not in flight (a
- * redrive's next). */
+ * redrive's candidates). */
+/** Params: queueId, now. Returns: { seq, key, group_key } of the messages in flight. */
+export const messageSelectInFlightKeys = `
+  SELECT seq, key, group_key FROM messages WHERE queue_id = :queueId AND visible_at > :now AND lease_token IS NOT NULL`;
+
 export const messageSelectMovable = `
   SELECT * FROM messages WHERE queue_id = :queueId AND (visible_at <= :now OR lease_token IS NULL)
   ORDER BY published_at, seq LIMIT :limit`;
