@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { afterEach, beforeEach, describe, test } from "node:test";
-import { FakeClock } from "../clock.js";
+import { FakeClock, settle } from "../clock.js";
 import { HopperError } from "../errors.js";
 import { seededRandom } from "../random.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
@@ -121,6 +121,33 @@ describe("queue policies in the broker", () => {
     assert.equal(dead?.body.toString(), "old");
     assert.equal(dead?.headers["x-dead-letter-reason"], "max_depth");
     assert.equal(clock.now(), new FakeClock().now(), "woke without the clock moving");
+  });
+
+  test("a FIFO long poll wakes when an ack or a dead letter hands the group on", async () => {
+    await broker.putQueue("dlq", {});
+    await broker.putQueue("f", { kind: "fifo", deadLetter: { queue: "dlq", maxDeliveries: 1 } });
+    await broker.send("f", [text("1", { key: "k" }), text("2", { key: "k" }), text("3", { key: "k" })]);
+    const [first] = await broker.receive("f", {});
+    /** Starts a long poll that finds the group busy, and reports what it got once it returns. */
+    const poll = async () => {
+      let got: string | undefined;
+      const done = broker.receive("f", { waitMs: 10_000 }).then((messages) => {
+        got = messages[0]?.body.toString() ?? "nothing";
+        return messages[0];
+      });
+      await settle();
+      assert.equal(got, undefined, "the group was busy: the poll waits");
+      return { done, got: () => got };
+    };
+    const afterAck = await poll();
+    await broker.ack("f", [first?.receipt ?? ""]);
+    await settle();
+    assert.equal(afterAck.got(), "2", "woken by the ack, with no time passing");
+    const second = await afterAck.done;
+    const afterDeadLetter = await poll();
+    await broker.nack("f", [second?.receipt ?? ""]); // its last delivery: dead-lettered
+    await settle();
+    assert.equal(afterDeadLetter.got(), "3", "woken by the dead letter");
   });
 
   test("autoAck hands a message out once: it never comes back", async () => {
