@@ -618,6 +618,8 @@ export class QueueBroker {
         await this.housekeepOnce(name);
       }
     } catch (error) {
+      // A pass still running when the broker stopped meets a closed store: nothing to report.
+      if (this.stopped) return;
       this.log.error({ err: error, queue: name }, "housekeeping failed; retrying");
       this.scheduler.offer(name, this.clock.now() + housekeepingRetryMs);
     } finally {
