@@ -94,7 +94,9 @@ export async function runBacklog(
     await stopConsumers(consumers);
   }
   for (const consumer of consumers) await consumer.stop();
-  const drainMs = Math.max(...consumers.map((consumer) => consumer.lastAckAtMs)) - drainStartedAtMs;
+  // A consumer that got nothing (others took the whole backlog first) has no last ack.
+  const lastAcks = consumers.map((consumer) => consumer.lastAckAtMs).filter(Number.isFinite);
+  const drainMs = Math.max(...lastAcks) - drainStartedAtMs;
   const drainCosts = await draining.finish();
   ledger.assertComplete("W3", describe);
   return {

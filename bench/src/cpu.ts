@@ -3,7 +3,7 @@
  * peers also the queue library), the broker's server processes, and the PostgreSQL backends that
  * serve the target's sessions. Read from /proc, so it covers processes this one did not start.
  */
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { performance } from "node:perf_hooks";
 import type { BackendWatch } from "./postgres.js";
 
@@ -22,6 +22,29 @@ export function processCpuSeconds(pid: number): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Process ids whose command name (`/proc/<pid>/comm`, as `pgrep -x` matches it) is `name`: how the bench
+ * finds the brokers it did not start (RabbitMQ's `beam.smp`, `nats-server`). Empty without /proc.
+ */
+export function pidsNamed(name: string): number[] {
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return [];
+  }
+  const pids: number[] = [];
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() === name) pids.push(Number(entry));
+    } catch {
+      // The process ended while the list was read.
+    }
+  }
+  return pids;
 }
 
 /** CPU seconds over one workload, by who spent them. */

@@ -1,11 +1,11 @@
 /**
- * One consumer with a credit of unacked messages: it long-polls for at most min(100, free credit),
+ * One consumer with a credit of unacked messages: it long-polls for at most min(100, free credit) (a
+ * target may allow more per receive: Redis Streams reads up to the whole free credit),
  * hands each message to the workload, and acks it through `ackLater` (coalesced). Credit comes back
  * when the target confirms the ack, so "unacked" means exactly what the target still holds leased.
  */
 
 import { performance } from "node:perf_hooks";
-import { receiveMessagesMax } from "./limits.js";
 import { Wakeup } from "./progress.js";
 import type { BenchConsumer, Delivery, QueueConnection } from "./target.js";
 
@@ -13,6 +13,8 @@ export interface CreditConsumerOptions {
   connection: QueueConnection;
   /** Unacked messages the consumer may hold at once. */
   creditMax: number;
+  /** Most messages one receive asks for: Hopper's server answers at most 100. */
+  receiveMax: number;
   /** Called for each message as it arrives, with the time its receive answered. */
   onMessage: (message: Delivery, receivedAtMs: number) => void;
 }
@@ -63,7 +65,7 @@ export class CreditConsumer implements BenchConsumer {
   }
 
   private async run(): Promise<void> {
-    const { connection, creditMax, onMessage } = this.options;
+    const { connection, creditMax, receiveMax, onMessage } = this.options;
     const signal = this.stopping.signal;
     while (!signal.aborted && this.failure === undefined) {
       const freeCredit = creditMax - this.unacked;
@@ -73,7 +75,7 @@ export class CreditConsumer implements BenchConsumer {
       }
       let messages: Delivery[];
       try {
-        messages = await connection.receive(Math.min(receiveMessagesMax, freeCredit), signal);
+        messages = await connection.receive(Math.min(receiveMax, freeCredit), signal);
       } catch (error) {
         if (!signal.aborted) this.failure = error;
         return;

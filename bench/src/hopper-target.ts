@@ -9,8 +9,9 @@ import { type BenchBody, readBenchBody } from "./bench-message.js";
 import { closeFetchConnections } from "./fetch-connections.js";
 import { batchItemsMax, metricsTimeoutMs, receiveWaitMs } from "./limits.js";
 import type { Durability } from "./options.js";
+import { packageVersion } from "./package-version.js";
 import type { PgWireCounter } from "./pg-wire-counter.js";
-import { benchSchemaName, dropSchema } from "./postgres.js";
+import { benchSchemaName, dropSchema, postgresVersion } from "./postgres.js";
 import { PushConsumer } from "./push-consumer.js";
 import { type BenchServer, type ServerStore, startBenchServer } from "./server-process.js";
 import { RequestCounter } from "./statistics.js";
@@ -65,6 +66,16 @@ export async function startHopperTarget(params: {
     await dropStore();
     throw failed.reason;
   }
+  let versions = `Hopper ${packageVersion("@hopper/server")} · @hopper/client ${packageVersion("@hopper/client")}`;
+  if (store.kind === "postgres") {
+    try {
+      versions += ` · PostgreSQL ${await postgresVersion(store.url)}`;
+    } catch (error) {
+      await Promise.allSettled(servers.map((server) => server.stop()));
+      await dropStore();
+      throw error;
+    }
+  }
   const requestCounter = new RequestCounter();
   const clientFor = (index: number) => {
     const server = servers[index % servers.length] as BenchServer;
@@ -96,6 +107,14 @@ export async function startHopperTarget(params: {
   return {
     label,
     kind: "hopper",
+    versions,
+    semantics:
+      store.kind === "sqlite"
+        ? store.durability === "fsync"
+          ? "confirm = SQLite commit with synchronous=FULL (fsync); ack = the same, answered after its commit"
+          : "confirm = SQLite commit without fsync (--durability os); ack = the same"
+        : "confirm = PostgreSQL commit (synchronous_commit on, fsync on); ack = the same",
+    confirmsAfterFsync: store.kind === "postgres" || store.durability === "fsync",
     brokerPids: servers.map((server) => server.pid),
     postgresAppName: store.kind === "postgres" ? schema : undefined,
     async createQueue(queue) {

@@ -117,3 +117,23 @@ export const peerLeaseSeconds = 30;
 export const nodesMax = 8;
 /** Dropping a schema waits for locks; a run that cannot drop its schema in this time says so. */
 export const schemaDropTimeoutMs = 30_000;
+
+// The other brokers (compare), all on this machine's loopback.
+
+/** RabbitMQ as this machine runs it: the default guest account, which RabbitMQ allows only on loopback. */
+export const rabbitmqUrlDefault = "amqp://guest:guest@127.0.0.1:5672";
+/** NATS with JetStream enabled, as this machine runs it. */
+export const natsUrlDefault = "nats://127.0.0.1:4222";
+/** The redis-server binary the bench starts privately (the machine's own Redis keeps nothing on disk). */
+export const redisServerPathDefault = "/usr/bin/redis-server";
+/** A private redis-server answers PING within milliseconds; this covers a busy machine. */
+export const redisStartTimeoutMs = 20_000;
+/** Between two PINGs while a private redis-server starts. */
+export const redisStartPollMs = 50;
+/** A peer's consumer stops (cancel, close) within this, or is left to the target's close. */
+export const peerStopTimeoutMs = 10_000;
+/** A JetStream publish or ack that gets no answer within this has failed (the client's default is 5 s;
+ * a busy two-core machine can stall for seconds, and the workload's stall watchdog is 10 s). */
+export const natsRequestTimeoutMs = 10_000;
+/** Redis Streams consumers read up to their whole free credit per XREADGROUP (COUNT), at most this. */
+export const redisReadCountMax = 256;

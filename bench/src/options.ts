@@ -1,6 +1,6 @@
 /**
- * The command line of `npm run bench -- queue|compare-pg|compare-consumers …`, parsed and checked
- * before anything starts.
+ * The command line of `npm run bench -- queue|compare|compare-pg|compare-consumers …`, parsed and
+ * checked before anything starts.
  */
 import { parseArgs } from "node:util";
 import {
@@ -15,9 +15,12 @@ import {
   fifoMessagesDefault,
   latencySecondsMax,
   messagesMax,
+  natsUrlDefault,
   nodesMax,
   pgUrlDefault,
+  rabbitmqUrlDefault,
   ratePerSecondMax,
+  redisServerPathDefault,
 } from "./limits.js";
 
 export type Durability = "fsync" | "os";
@@ -33,15 +36,41 @@ const compareConsumersWorkloadsDefault = "w1,w2";
 /** How Hopper's consumers get messages: long-polled `receive` over HTTP, or pushed over a WebSocket. */
 export type ConsumerMode = "pull" | "push";
 
-export type Command = "queue" | "compare-pg" | "compare-consumers";
-const commands: readonly Command[] = ["queue", "compare-pg", "compare-consumers"];
+export type Command = "queue" | "compare" | "compare-pg" | "compare-consumers";
+const commands: readonly Command[] = ["queue", "compare", "compare-pg", "compare-consumers"];
 
 /** One system under test, as configured for one run. */
 export type RunSpec =
   | { target: "hopper"; store: "sqlite"; consumer: ConsumerMode }
   | { target: "hopper"; store: "postgres"; nodes: number; consumer: ConsumerMode }
   | { target: "skiplocked" }
-  | { target: "pgboss" };
+  | { target: "pgboss" }
+  | { target: "rabbitmq"; queueType: "classic" | "quorum" }
+  | { target: "nats" }
+  | { target: "redis-streams" }
+  | { target: "bullmq" };
+
+/** The brokers that are neither Hopper nor a PostgreSQL library, by the names --target(s) take. */
+const brokerRuns = {
+  "rabbitmq-classic": () => ({ target: "rabbitmq", queueType: "classic" }),
+  "rabbitmq-quorum": () => ({ target: "rabbitmq", queueType: "quorum" }),
+  nats: () => ({ target: "nats" }),
+  "redis-streams": () => ({ target: "redis-streams" }),
+  bullmq: () => ({ target: "bullmq" }),
+} satisfies Record<string, () => RunSpec>;
+
+/**
+ * compare's runs: Hopper on SQLite by pull and by push, Hopper on PostgreSQL (1 node, pull), the two
+ * PostgreSQL peers and the other brokers, in this order unless --targets names others.
+ */
+const compareAllRuns = {
+  "hopper-sqlite": () => ({ target: "hopper", store: "sqlite", consumer: "pull" }),
+  "hopper-sqlite-push": () => ({ target: "hopper", store: "sqlite", consumer: "push" }),
+  "hopper-pg": () => ({ target: "hopper", store: "postgres", nodes: 1, consumer: "pull" }),
+  skiplocked: () => ({ target: "skiplocked" }),
+  pgboss: () => ({ target: "pgboss" }),
+  ...brokerRuns,
+} satisfies Record<string, () => RunSpec>;
 
 /** compare-pg's runs, by the names `--targets` takes. Hopper consumes by pull there, as the peers do. */
 const compareRuns = {
@@ -81,6 +110,10 @@ export interface BenchOptions {
   latencySeconds: number;
   /** The PostgreSQL database of every PostgreSQL run; each run makes and drops its own schema. */
   pgUrl: string;
+  /** The RabbitMQ and NATS servers of the compare runs, and the redis-server binary the bench starts. */
+  rabbitmqUrl: string;
+  natsUrl: string;
+  redisServerPath: string;
   /** Relay PostgreSQL traffic through a counter of round trips and statements (slows the runs). */
   countRoundTrips: boolean;
   /** Relay push consumers' WebSockets through a counter of frames by op (slows the runs). */
@@ -91,8 +124,11 @@ export interface BenchOptions {
   profileDir: string | undefined;
 }
 
-export const usage = `usage: npm run bench -- queue [--target hopper|skiplocked|pgboss] [--store sqlite|postgres] [--nodes 1]
-                                [--consumer pull|push]
+export const usage = `usage: npm run bench -- queue [--target hopper|skiplocked|pgboss|${Object.keys(brokerRuns).join("|")}]
+                                [--store sqlite|postgres] [--nodes 1] [--consumer pull|push]
+       npm run bench -- compare [--targets ${Object.keys(compareAllRuns).join(",")}]
+                                [--rabbitmq-url ${rabbitmqUrlDefault}] [--nats-url ${natsUrlDefault}]
+                                [--redis-server ${redisServerPathDefault}]
        npm run bench -- compare-pg [--nodes 3] [--targets ${Object.keys(compareRuns).join(",")}]
        npm run bench -- compare-consumers [--consumers pull,push] [--store sqlite|postgres] [--nodes 1]
   all take: [--workloads w1,w2,w3,fanout,fifo] [--messages 50000] [--backlog ${backlogMessagesDefault}]
@@ -129,6 +165,9 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
       rate: { type: "string", default: "1000" },
       "latency-seconds": { type: "string", default: "10" },
       "pg-url": { type: "string", default: pgUrlDefault },
+      "rabbitmq-url": { type: "string", default: rabbitmqUrlDefault },
+      "nats-url": { type: "string", default: natsUrlDefault },
+      "redis-server": { type: "string", default: redisServerPathDefault },
       "count-round-trips": { type: "boolean", default: false },
       "count-frames": { type: "boolean", default: false },
       json: { type: "string" },
@@ -152,8 +191,8 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
   if (command !== "queue" && consumer !== undefined) {
     throw new Error(`--consumer applies to "queue"; ${command} chooses its consumers itself`);
   }
-  if (command !== "compare-pg" && values.targets !== undefined) {
-    throw new Error("--targets applies to compare-pg");
+  if (command !== "compare-pg" && command !== "compare" && values.targets !== undefined) {
+    throw new Error("--targets applies to compare and compare-pg");
   }
   if (command !== "compare-consumers" && values.consumers !== undefined) {
     throw new Error("--consumers applies to compare-consumers");
@@ -161,6 +200,7 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
   let runs: RunSpec[];
   if (command === "queue") runs = [queueRun(values.target ?? "hopper", values.store, nodes, consumer)];
   else if (command === "compare-pg") runs = compareRunsFrom(values.targets, nodes ?? 3, values);
+  else if (command === "compare") runs = compareAllRunsFrom(values.targets, nodes, values);
   else runs = compareConsumerRuns(values.target, values.store, nodes, values.consumers ?? "pull,push");
   const workloads = parseWorkloads(
     values.workloads ??
@@ -172,7 +212,7 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
     if (peer) {
       const needs = hopperOnly === "fanout" ? "exchanges" : "FIFO queues";
       throw new Error(
-        `the ${hopperOnly} workload needs ${needs}, which only Hopper has; leave out ${peer.target} (--targets)`,
+        `the ${hopperOnly} workload needs ${needs}, which the bench drives only on Hopper; leave out ${peer.target} (--targets)`,
       );
     }
   }
@@ -195,6 +235,9 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
     ratePerSecond: integerFlag("rate", values.rate, 1, ratePerSecondMax),
     latencySeconds: integerFlag("latency-seconds", values["latency-seconds"], 1, latencySecondsMax),
     pgUrl: values["pg-url"],
+    rabbitmqUrl: values["rabbitmq-url"],
+    natsUrl: values["nats-url"],
+    redisServerPath: values["redis-server"],
     countRoundTrips: values["count-round-trips"],
     countFrames: values["count-frames"],
     jsonPath: values.json,
@@ -225,8 +268,8 @@ function queueRun(
   consumer: ConsumerMode | undefined,
 ): RunSpec {
   if (target === "hopper") return hopperRun(store, nodes, consumer ?? "pull");
-  if (consumer === "push") {
-    throw new Error(`--consumer push is Hopper's WebSocket consumer; ${target} only pulls`);
+  if (consumer !== undefined) {
+    throw new Error(`--consumer chooses Hopper's consumer; ${target} is consumed its own way`);
   }
   if (target === "skiplocked" || target === "pgboss") {
     if (store !== undefined && store !== "postgres")
@@ -236,7 +279,35 @@ function queueRun(
     }
     return { target };
   }
-  throw new Error(`--target is "hopper", "skiplocked" or "pgboss", not "${target}"`);
+  if (target in brokerRuns) {
+    if (store !== undefined || nodes !== undefined) {
+      throw new Error(`--store and --nodes apply to Hopper and the PostgreSQL peers, not ${target}`);
+    }
+    return brokerRuns[target as keyof typeof brokerRuns]() as RunSpec;
+  }
+  throw new Error(
+    `--target is "hopper", "skiplocked", "pgboss" or one of ${Object.keys(brokerRuns).join(", ")}; not "${target}"`,
+  );
+}
+
+/** compare's runs by the names --targets takes, in the order given; all of them by default. */
+function compareAllRunsFrom(
+  targets: string | undefined,
+  nodes: number | undefined,
+  values: { target?: string | undefined; store?: string | undefined },
+): RunSpec[] {
+  if (values.target !== undefined || values.store !== undefined || nodes !== undefined) {
+    throw new Error("compare chooses its targets, stores and nodes itself; use --targets to run a subset");
+  }
+  const names =
+    targets === undefined ? Object.keys(compareAllRuns) : targets.split(",").map((name) => name.trim());
+  if (new Set(names).size !== names.length) throw new Error(`--targets names a target twice: "${targets}"`);
+  return names.map((name) => {
+    if (!(name in compareAllRuns)) {
+      throw new Error(`--targets takes ${Object.keys(compareAllRuns).join(", ")}; not "${name}"`);
+    }
+    return compareAllRuns[name as keyof typeof compareAllRuns]() as RunSpec;
+  });
 }
 
 function compareRunsFrom(

@@ -88,3 +88,11 @@ export class BackendWatch {
     await this.client.end().catch(() => {});
   }
 }
+
+/** The server's version as it reports it (`SHOW server_version`), e.g. "15.20 (Debian 15.20-0+deb12u1)". */
+export async function postgresVersion(url: string): Promise<string> {
+  return withPgClient(url, async (client) => {
+    const { rows } = await client.query<{ server_version: string }>("SHOW server_version");
+    return rows[0]?.server_version.split(" ")[0] ?? "unknown";
+  });
+}

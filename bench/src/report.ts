@@ -330,10 +330,15 @@ export function markdownTable(report: BenchReport): string {
     }
   }
   for (const run of runs) if (run.error) lines.push("", `**${run.label} failed:** ${run.error}`);
-  const verdict = targetsVerdict(runs);
-  if (verdict.length > 0) lines.push("", ...verdict);
-  const consumers = consumersVerdict(runs);
-  if (consumers.length > 0) lines.push("", ...consumers);
+  if (report.benchmark === "compare") {
+    // compare measures the brokers the other verdicts only cite, and says its own ratios.
+    lines.push("", ...compareNotes(runs));
+  } else {
+    const verdict = targetsVerdict(runs);
+    if (verdict.length > 0) lines.push("", ...verdict);
+    const consumers = consumersVerdict(runs);
+    if (consumers.length > 0) lines.push("", ...consumers);
+  }
   const statements = statementTables(runs);
   if (statements.length > 0) lines.push("", ...statements);
   return lines.join("\n");
@@ -369,6 +374,90 @@ export function targetsVerdict(runs: readonly RunReport[]): string[] {
     if (parts.length > 0) lines.push(`- ${run.label}: W1 end to end ${parts.join("; ")}`);
   }
   return lines;
+}
+
+/**
+ * compare: each target's versions and what its confirms and acks mean, the ratio of Hopper's best W1
+ * end to end to the best durable peer's, and the caveats that apply to the targets that ran.
+ */
+export function compareNotes(runs: readonly RunReport[]): string[] {
+  const lines = ["Versions:", ""];
+  for (const run of runs) lines.push(`- ${run.label}: ${run.versions ?? "(not started)"}`);
+  lines.push("", "What a confirm and an ack mean:", "");
+  for (const run of runs) {
+    const durable = run.confirmsAfterFsync ? "after fsync" : "**before fsync**";
+    lines.push(`- ${run.label} (confirms ${durable}): ${run.semantics ?? "(not started)"}`);
+  }
+  const best = (candidates: readonly RunReport[]) => {
+    let found: RunReport | undefined;
+    for (const run of candidates) {
+      const rate = run.throughput?.endToEndPerSecond;
+      if (rate !== undefined && rate > (found?.throughput?.endToEndPerSecond ?? -1)) found = run;
+    }
+    return found;
+  };
+  const hopper = best(runs.filter((run) => run.spec.target === "hopper" && run.confirmsAfterFsync));
+  const peers = runs.filter((run) => run.spec.target !== "hopper");
+  const durablePeer = best(peers.filter((run) => run.confirmsAfterFsync));
+  const anyPeer = best(peers);
+  const ratio = (peer: RunReport | undefined, what: string) => {
+    const hopperRate = hopper?.throughput?.endToEndPerSecond;
+    const peerRate = peer?.throughput?.endToEndPerSecond;
+    if (hopper === undefined || hopperRate === undefined || peer === undefined || peerRate === undefined)
+      return;
+    lines.push(
+      `- W1 end to end, Hopper's best (${hopper.label}, ${integer.format(hopperRate)} msg/s) ÷ ${what} ` +
+        `(${peer.label}, ${integer.format(peerRate)} msg/s) = **${fine.format(hopperRate / peerRate)}×**`,
+    );
+  };
+  lines.push("", "Ratios:", "");
+  ratio(durablePeer, "the best peer that confirms after fsync");
+  if (anyPeer !== durablePeer) ratio(anyPeer, "the best peer of all");
+  lines.push("", "Caveats:", "", ...compareCaveats(runs).map((caveat) => `- ${caveat}`));
+  return lines;
+}
+
+/** The caveats that hold for the targets of a compare run. */
+function compareCaveats(runs: readonly RunReport[]): string[] {
+  const ran = (target: RunReport["spec"]["target"]) => runs.some((run) => run.spec.target === target);
+  const caveats = [
+    "The machine is shared: two cores for the bench, every broker and other sessions' work. The load " +
+      "average at each run's start is in the table; treat differences under ~30% between runs as noise.",
+    "Each target's client runs in the bench process, so a peer's bench CPU includes its client library " +
+      "(for pg-boss, the SKIP LOCKED queue and BullMQ, the queue logic too). Broker CPU is read from " +
+      "/proc: Hopper's servers, RabbitMQ's beam.smp, nats-server, the private redis-server; for the " +
+      "PostgreSQL targets, the PostgreSQL column. RabbitMQ and NATS are the machine's shared services, so " +
+      "their CPU includes anything else they did meanwhile.",
+  ];
+  if (ran("nats")) {
+    caveats.push(
+      "NATS JetStream answers a publish (PubAck) and an ack once they are written to its file store, " +
+        "BEFORE fsync: the server flushes on its sync interval (2 minutes by default), so its confirms " +
+        "are not durable against a machine crash, unlike every other target here.",
+    );
+  }
+  if (ran("rabbitmq")) {
+    caveats.push(
+      "RabbitMQ does not confirm acks (AMQP 0-9-1): an ack counts when it is sent, and the last ack's " +
+        "time is taken after one more round trip on the consumer's channel. Its credit is the " +
+        "broker's prefetch (basic.qos 256 per consumer), and the acks of one turn share one basic.ack.",
+    );
+  }
+  if (ran("redis-streams") || ran("bullmq")) {
+    caveats.push(
+      "Redis runs as a private redis-server per run, with appendonly yes and appendfsync always: it " +
+        "answers writes after the AOF fsync of their event-loop pass (group commit). Redis Streams keeps " +
+        "acked entries in the stream (XACK clears only the pending list) and has no reclaim of a dead " +
+        "consumer's entries here (no XAUTOCLAIM); BullMQ removes jobs on completion.",
+    );
+  }
+  if (ran("nats") || ran("bullmq")) {
+    caveats.push(
+      "NATS JetStream's max_ack_pending and BullMQ's concurrency hold the credit of 256 per consumer; in " +
+        "W3, NATS's limit is 4 × 256 for the one durable consumer that the 4 clients share.",
+    );
+  }
+  return caveats;
 }
 
 /** The issue's reference figures, measured elsewhere (RabbitMQ, quorum queues), not by this bench. */

@@ -1,6 +1,7 @@
 /**
  * One run: starts one target (Hopper with its store and nodes, or a peer), puts it through the chosen
- * workloads in order, and closes it (processes stopped, schema dropped) whether the run succeeded or not.
+ * workloads in order, and closes it (processes stopped, schema dropped, queues and streams deleted)
+ * whether the run succeeded or not.
  */
 import { loadavg } from "node:os";
 import { type BacklogResult, runBacklog } from "./backlog.js";
@@ -10,7 +11,11 @@ import { startHopperTarget } from "./hopper-target.js";
 import { type LatencyResult, runLatency } from "./latency.js";
 import type { WorkloadContext } from "./measure.js";
 import type { BenchOptions, ConsumerMode, RunSpec } from "./options.js";
+import { startBullMqTarget } from "./peers/bullmq.js";
+import { startNatsTarget } from "./peers/nats.js";
 import { startPgBossTarget } from "./peers/pg-boss.js";
+import { startRabbitMqTarget } from "./peers/rabbitmq.js";
+import { startRedisStreamsTarget } from "./peers/redis-streams.js";
 import { startSkipLockedTarget } from "./peers/skip-locked.js";
 import type { PgWireCounter } from "./pg-wire-counter.js";
 import { BackendWatch } from "./postgres.js";
@@ -23,6 +28,10 @@ export interface RunReport {
   startedAt: string;
   /** The machine is shared: the load when the run began says how much its figures may be disturbed. */
   loadAverage1m: number;
+  /** The target's server and client versions, and what its confirms and acks mean (target.ts). */
+  versions?: string;
+  semantics?: string;
+  confirmsAfterFsync?: boolean;
   throughput?: ThroughputResult;
   latency?: LatencyResult;
   backlog?: BacklogResult;
@@ -44,7 +53,10 @@ export async function runOne(
   const startedAt = new Date().toISOString();
   const loadAverage1m = loadavg()[0] ?? Number.NaN;
   const connectUrl = wireCounter ? wireCounter.relayUrl(options.pgUrl) : options.pgUrl;
-  const usesPostgres = spec.target !== "hopper" || spec.store === "postgres";
+  const usesPostgres =
+    spec.target === "skiplocked" ||
+    spec.target === "pgboss" ||
+    (spec.target === "hopper" && spec.store === "postgres");
   let target: QueueTarget | undefined;
   let backends: BackendWatch | undefined;
   const report: RunReport = { spec, label: describeSpec(spec, options), startedAt, loadAverage1m };
@@ -63,11 +75,15 @@ export async function runOne(
       });
     } else {
       log(`starting ${report.label}`);
-      const start = spec.target === "skiplocked" ? startSkipLockedTarget : startPgBossTarget;
-      target = await start({ url: options.pgUrl, connectUrl });
+      target = await startPeer(spec, options, connectUrl);
     }
     openTargets.add(target);
-    const consumer: ConsumerMode = spec.target === "hopper" ? spec.consumer : "pull";
+    report.versions = target.versions;
+    report.semantics = target.semantics;
+    report.confirmsAfterFsync = target.confirmsAfterFsync;
+    // A peer with a subscription of its own (RabbitMQ, NATS, BullMQ) has no pull consumer to use.
+    const consumer: ConsumerMode =
+      spec.target === "hopper" ? spec.consumer : target.consumePush ? "push" : "pull";
     report.label = target.label + consumerSuffix(spec, options);
     const context: WorkloadContext = { target, backends, wireCounter, consumer };
     for (const workload of options.workloads) {
@@ -143,9 +159,35 @@ export async function runOne(
   return report;
 }
 
+/** Starts a target that is not Hopper. */
+function startPeer(
+  spec: Exclude<RunSpec, { target: "hopper" }>,
+  options: BenchOptions,
+  connectUrl: string,
+): Promise<QueueTarget> {
+  switch (spec.target) {
+    case "skiplocked":
+      return startSkipLockedTarget({ url: options.pgUrl, connectUrl });
+    case "pgboss":
+      return startPgBossTarget({ url: options.pgUrl, connectUrl });
+    case "rabbitmq":
+      return startRabbitMqTarget({ url: options.rabbitmqUrl, queueType: spec.queueType });
+    case "nats":
+      return startNatsTarget({ url: options.natsUrl });
+    case "redis-streams":
+      return startRedisStreamsTarget({ serverPath: options.redisServerPath });
+    case "bullmq":
+      return startBullMqTarget({ serverPath: options.redisServerPath });
+  }
+}
+
 export function describeSpec(spec: RunSpec, options: Pick<BenchOptions, "durability" | "command">): string {
   if (spec.target === "skiplocked") return "plain SKIP LOCKED";
   if (spec.target === "pgboss") return "pg-boss 10.4.2";
+  if (spec.target === "rabbitmq") return `RabbitMQ ${spec.queueType} queue`;
+  if (spec.target === "nats") return "NATS JetStream";
+  if (spec.target === "redis-streams") return "Redis Streams";
+  if (spec.target === "bullmq") return "BullMQ";
   const suffix = consumerSuffix(spec, options);
   if (spec.store === "sqlite") return `Hopper SQLite (${options.durability})${suffix}`;
   return `Hopper PostgreSQL, ${spec.nodes} node${spec.nodes === 1 ? "" : "s"}${suffix}`;
@@ -154,5 +196,6 @@ export function describeSpec(spec: RunSpec, options: Pick<BenchOptions, "durabil
 /** Names the consumer in a label when it is push, or when pull and push are being compared. */
 function consumerSuffix(spec: RunSpec, options: Pick<BenchOptions, "command">): string {
   if (spec.target !== "hopper") return "";
-  return spec.consumer === "push" || options.command === "compare-consumers" ? `, ${spec.consumer}` : "";
+  const compared = options.command === "compare-consumers" || options.command === "compare";
+  return spec.consumer === "push" || compared ? `, ${spec.consumer}` : "";
 }

@@ -1,7 +1,8 @@
 /**
  * What a workload needs from the system under test, so that the same W1/W2/W3 code drives Hopper (over
- * HTTP, one or more server processes) and the PostgreSQL peers (libraries inside this process): a way
- * to make an empty queue, and connections that publish, receive and ack.
+ * HTTP, one or more server processes), the PostgreSQL peers (libraries inside this process) and the
+ * other brokers (RabbitMQ, NATS JetStream, Redis Streams, BullMQ): a way to make an empty queue, and
+ * connections that publish, receive and ack.
  */
 import type { BenchBody } from "./bench-message.js";
 import type { Wakeup } from "./progress.js";
@@ -79,12 +80,27 @@ export interface BenchConsumer {
   stop(): Promise<void>;
 }
 
-export type TargetKind = "hopper" | "skiplocked" | "pgboss";
+export type TargetKind =
+  | "hopper"
+  | "skiplocked"
+  | "pgboss"
+  | "rabbitmq"
+  | "nats"
+  | "redis-streams"
+  | "bullmq";
 
 export interface QueueTarget {
   /** A short label for tables: "Hopper PostgreSQL, 3 nodes", "plain SKIP LOCKED". */
   readonly label: string;
   readonly kind: TargetKind;
+  /** The server's version as it reports it, and the client library's: "RabbitMQ 3.10.8 · amqplib 2.3.1". */
+  readonly versions: string;
+  /** What a publish confirm and an ack mean for this target, by its own definition, for the report. */
+  readonly semantics: string;
+  /** True when the target answers a publish only after the message was flushed to disk (fsync). */
+  readonly confirmsAfterFsync: boolean;
+  /** Most messages a pull consumer asks for in one receive; 100 (Hopper's server limit) if not given. */
+  readonly receiveMessagesMax?: number;
   /** Broker processes other than this one (Hopper's server nodes); their CPU counts as the broker's. */
   readonly brokerPids: readonly number[];
   /** The application_name of the target's PostgreSQL sessions, or undefined for SQLite. */
@@ -97,8 +113,11 @@ export interface QueueTarget {
    */
   connect(queue: string, index: number): QueueConnection;
   /**
-   * Hopper only: a consumer of `queue` that the server pushes to over a WebSocket, with a prefetch of
-   * `credit`, for consumer number `index` (spread over nodes as `connect` does).
+   * A consumer of `queue` that the broker pushes to, with a prefetch of `credit`, for consumer number
+   * `index`: Hopper's WebSocket consumer (spread over nodes as `connect` does), or a peer's own
+   * subscription (RabbitMQ basic.consume, a NATS JetStream consume(), a BullMQ Worker). A target that
+   * has it and no pull consumer (every peer but the PostgreSQL ones and Redis Streams) is always
+   * consumed this way.
    */
   consumePush?(queue: string, index: number, credit: number, onMessage: OnMessage): BenchConsumer;
   /**

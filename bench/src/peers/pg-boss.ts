@@ -9,7 +9,8 @@ import PgBoss from "pg-boss";
 import { TurnBatcher } from "../batcher.js";
 import { type BenchBody, readBenchBody } from "../bench-message.js";
 import { batchItemsMax, pgPoolSize } from "../limits.js";
-import { benchSchemaName, dropSchema } from "../postgres.js";
+import { packageVersion } from "../package-version.js";
+import { benchSchemaName, dropSchema, postgresVersion } from "../postgres.js";
 import type { Delivery, QueueConnection, QueueTarget } from "../target.js";
 import { pollUntilAny } from "./polling.js";
 
@@ -33,8 +34,10 @@ export async function startPgBossTarget(params: { url: string; connectUrl: strin
     await boss.stop({ graceful: false, wait: true, close: true });
     await dropSchema(params.url, schema);
   };
+  let version: string;
   try {
     await boss.start();
+    version = await postgresVersion(params.url);
   } catch (error) {
     await close();
     throw error;
@@ -45,6 +48,10 @@ export async function startPgBossTarget(params: { url: string; connectUrl: strin
   return {
     label: "pg-boss 10.4.2",
     kind: "pgboss",
+    versions: `PostgreSQL ${version} · pg-boss ${packageVersion("pg-boss")}`,
+    semantics:
+      "confirm = send()'s INSERT committed (synchronous_commit on); ack = complete() committed, the same",
+    confirmsAfterFsync: true,
     brokerPids: [],
     postgresAppName: schema,
     async createQueue(queue) {

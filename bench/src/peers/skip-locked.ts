@@ -11,7 +11,8 @@ import pg from "pg";
 import { TurnBatcher } from "../batcher.js";
 import { type BenchBody, readBenchBody } from "../bench-message.js";
 import { batchItemsMax, peerLeaseSeconds, pgPoolSize } from "../limits.js";
-import { benchSchemaName, dropSchema } from "../postgres.js";
+import { packageVersion } from "../package-version.js";
+import { benchSchemaName, dropSchema, postgresVersion } from "../postgres.js";
 import type { Delivery, QueueConnection, QueueTarget } from "../target.js";
 import { pollUntilAny } from "./polling.js";
 
@@ -60,8 +61,10 @@ export async function startSkipLockedTarget(params: {
     await pool.end();
     await dropSchema(params.url, schema);
   };
+  let version: string;
   try {
     await pool.query(`CREATE SCHEMA "${schema}"`);
+    version = await postgresVersion(params.url);
   } catch (error) {
     await close();
     throw error;
@@ -69,6 +72,10 @@ export async function startSkipLockedTarget(params: {
   return {
     label: "plain SKIP LOCKED",
     kind: "skiplocked",
+    versions: `PostgreSQL ${version} · pg ${packageVersion("pg")}`,
+    semantics:
+      "confirm = INSERT committed (synchronous_commit on, fsync on); ack = DELETE committed, the same",
+    confirmsAfterFsync: true,
     brokerPids: [],
     postgresAppName: schema,
     async createQueue() {

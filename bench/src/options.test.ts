@@ -1,0 +1,47 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { parseBenchOptions } from "./options.js";
+
+test("compare runs every target by default, Hopper first", () => {
+  const { runs } = parseBenchOptions(["compare"]);
+  assert.equal(runs.length, 10);
+  assert.deepEqual(runs[0], { target: "hopper", store: "sqlite", consumer: "pull" });
+  assert.deepEqual(runs[1], { target: "hopper", store: "sqlite", consumer: "push" });
+  assert.ok(runs.some((run) => run.target === "rabbitmq" && run.queueType === "quorum"));
+});
+
+test("compare --targets runs the named targets in the given order", () => {
+  const options = parseBenchOptions([
+    "compare",
+    "--targets",
+    "bullmq, nats,rabbitmq-classic",
+    "--backlog",
+    "500",
+  ]);
+  assert.deepEqual(options.runs, [
+    { target: "bullmq" },
+    { target: "nats" },
+    { target: "rabbitmq", queueType: "classic" },
+  ]);
+  assert.equal(options.backlog, 500);
+});
+
+test("compare refuses unknown and repeated targets, and the options it chooses itself", () => {
+  assert.throws(() => parseBenchOptions(["compare", "--targets", "kafka"]), /not "kafka"/);
+  assert.throws(() => parseBenchOptions(["compare", "--targets", "nats,nats"]), /twice/);
+  assert.throws(() => parseBenchOptions(["compare", "--store", "postgres"]), /chooses its targets/);
+  assert.throws(
+    () => parseBenchOptions(["compare", "--targets", "nats", "--workloads", "fanout"]),
+    /only on Hopper/,
+  );
+});
+
+test("queue runs one broker by its compare name, without Hopper's options", () => {
+  assert.deepEqual(parseBenchOptions(["queue", "--target", "redis-streams"]).runs, [
+    { target: "redis-streams" },
+  ]);
+  assert.throws(
+    () => parseBenchOptions(["queue", "--target", "nats", "--consumer", "push"]),
+    /Hopper's consumer/,
+  );
+});
