@@ -99,7 +99,10 @@ export class GroupCommit {
     this.stats.commits++;
     this.stats.jobs += jobs.length;
     const settled = jobs.map((job, i) => ({ job, outcome: outcomes[i] as Outcome }));
-    if (!this.flushLog || this.closed) return settle(settled);
+    if (!this.flushLog || this.closed) {
+      settle(settled);
+      return;
+    }
     this.unflushed.push(...settled);
     if (!this.flushing) void this.flushUnflushed(this.flushLog);
   }
