@@ -492,6 +492,9 @@ export const queueAckStatement = `
  * their last delivery are left alone and counted in `exhausted`; the caller then takes the
  * transactional path, which moves them to the dead-letter queue. `candidates` must select seq,
  * priority, visible_at and delivery_count, with the LIMIT `wanted`, and only when q.kind is its kind.
+ * They name the queue as `queue_id = (SELECT queue_id FROM q …)`, a value, not as a join with q: with
+ * a join the planner cannot tell that the index walk is already in visibility order, and reads and
+ * sorts every available message of the queue before its LIMIT (73 ms for 30,000 messages, measured).
  */
 const leaseAround = (candidates: string) => `
   WITH q AS (SELECT queue_id, kind FROM queues WHERE name = $1 FOR KEY SHARE),
@@ -536,16 +539,18 @@ const leaseAround = (candidates: string) => `
  */
 export const queueLeaseStatement = leaseAround(`
   prioritized AS (
-    SELECT m.seq, m.priority, m.visible_at, m.delivery_count FROM messages m, q
-    WHERE q.kind = 'standard' AND m.queue_id = q.queue_id AND m.priority > 0 AND m.visible_at <= $2
+    SELECT m.seq, m.priority, m.visible_at, m.delivery_count FROM messages m
+    WHERE m.queue_id = (SELECT queue_id FROM q WHERE kind = 'standard') AND m.priority > 0
+      AND m.visible_at <= $2
       AND m.published_at + 0 > $3
     ORDER BY m.priority DESC, m.visible_at
     LIMIT (SELECT n FROM wanted)
     FOR UPDATE OF m SKIP LOCKED
   ),
   unprioritized AS (
-    SELECT m.seq, m.priority, m.visible_at, m.delivery_count FROM messages m, q
-    WHERE q.kind = 'standard' AND m.queue_id = q.queue_id AND m.priority = 0 AND m.visible_at <= $2
+    SELECT m.seq, m.priority, m.visible_at, m.delivery_count FROM messages m
+    WHERE m.queue_id = (SELECT queue_id FROM q WHERE kind = 'standard') AND m.priority = 0
+      AND m.visible_at <= $2
       AND m.published_at + 0 > $3
     ORDER BY m.visible_at
     LIMIT (SELECT n FROM wanted) - (SELECT count(*) FROM prioritized)
@@ -561,8 +566,8 @@ export const queueLeaseStatement = leaseAround(`
  */
 export const queueLeaseFifoStatement = leaseAround(`
   candidates AS (
-    SELECT m.seq, m.priority, m.visible_at, m.delivery_count FROM messages m, q
-    WHERE q.kind = 'fifo' AND m.queue_id = q.queue_id AND m.head AND m.visible_at <= $2
+    SELECT m.seq, m.priority, m.visible_at, m.delivery_count FROM messages m
+    WHERE m.queue_id = (SELECT queue_id FROM q WHERE kind = 'fifo') AND m.head AND m.visible_at <= $2
       AND m.published_at + 0 > $3
     ORDER BY m.visible_at
     LIMIT (SELECT n FROM wanted)
