@@ -440,7 +440,10 @@ function compareCaveats(runs: readonly RunReport[]): string[] {
     caveats.push(
       "RabbitMQ does not confirm acks (AMQP 0-9-1): an ack counts when it is sent, and the last ack's " +
         "time is taken after one more round trip on the consumer's channel. Its credit is the " +
-        "broker's prefetch (basic.qos 256 per consumer), and the acks of one turn share one basic.ack.",
+        "broker's prefetch (basic.qos 256 per consumer), and the acks of one turn share one basic.ack. " +
+        "By RabbitMQ's own rule a persistent message is confirmed once it is on disk OR once every queue " +
+        "delivered it and got its ack, and a classic queue may deliver a message before confirming it, so " +
+        "its end-to-end latency can be below its confirm latency.",
     );
   }
   if (ran("redis-streams") || ran("bullmq")) {
