@@ -5,6 +5,7 @@
  * never hand out the same message. One more connection per node LISTENs for other nodes' changes and
  * holds the housekeeping lock while this node leads.
  */
+import { createHash } from "node:crypto";
 import pg from "pg";
 import { HopperError, invariant } from "../../errors.js";
 import { limits } from "../../limits.js";
@@ -161,6 +162,8 @@ export class PostgresStore implements Store {
   /** Announcements of the transaction running on each client, sent only if it commits. */
   private readonly announcementsOf = new WeakMap<Client, string[]>();
   private announcing = false;
+  /** The prepared-statement name of each one-statement call's text (preparedName). */
+  private readonly preparedNames = new Map<string, string>();
   private readonly writes: MessageWrites;
   /**
    * The kind last seen of each queue name: which one-statement lease to try first, and whether a send
@@ -284,9 +287,10 @@ export class PostgresStore implements Store {
     text: string,
     values: unknown[],
   ): Promise<pg.QueryResult<R>> {
+    const name = this.preparedName(text);
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.pool.query<R>(text, values);
+        return await this.pool.query<R>({ name, text, values });
       } catch (error) {
         const code = (error as { code?: string }).code;
         if ((code === "40P01" || code === "40001") && attempt < transactionAttemptsMax) continue;
@@ -296,6 +300,20 @@ export class PostgresStore implements Store {
         throw error;
       }
     }
+  }
+
+  /**
+   * The name a one-statement call is prepared under. Each pooled connection then parses and plans it
+   * once (PostgreSQL switches to a cached generic plan once it costs no more than the custom ones)
+   * instead of at every call: the lease statement alone takes 0.35 ms to plan.
+   */
+  private preparedName(text: string): string {
+    let name = this.preparedNames.get(text);
+    if (!name) {
+      name = `hopper_${createHash("sha1").update(text).digest("hex").slice(0, 16)}`;
+      this.preparedNames.set(text, name);
+    }
+    return name;
   }
 
   private counterShard(): number {
