@@ -99,10 +99,7 @@ export class GroupCommit {
     this.stats.commits++;
     this.stats.jobs += jobs.length;
     const settled = jobs.map((job, i) => ({ job, outcome: outcomes[i] as Outcome }));
-    if (!this.flushLog || this.closed) {
-      settle(settled);
-      return;
-    }
+    if (!this.flushLog || this.closed) return settle(settled);
     this.unflushed.push(...settled);
     if (!this.flushing) void this.flushUnflushed(this.flushLog);
   }
