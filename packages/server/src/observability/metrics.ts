@@ -25,7 +25,7 @@ export class Metrics {
   constructor(
     broker: QueueBroker,
     exchanges: ExchangeBroker,
-    store?: { commitStats?: { commits: number; jobs: number; flushes: number } },
+    store?: { commitStats?: { commits: number; jobs: number } },
   ) {
     collectDefaultMetrics({ register: this.registry, prefix: "hopper_" });
     const events = new Counter({
@@ -65,22 +65,12 @@ export class Metrics {
       labelNames: ["exchange"],
       registers: [this.registry],
     });
-    // The embedded store's group commit: jobs ÷ commits is how many calls shared each commit, and
-    // commits ÷ flushes how many commits shared each fsync of the log.
+    // The embedded store's group commit: jobs ÷ commits is how many calls shared each commit (and fsync).
     if (store?.commitStats) {
-      const commitStats = () => store.commitStats ?? { commits: 0, jobs: 0, flushes: 0 };
-      new Counter({
-        name: "hopper_store_flushes_total",
-        help: "Flushes (fdatasync) of the embedded store's log; each confirms every commit before it.",
-        registers: [this.registry],
-        collect() {
-          this.reset();
-          this.inc(commitStats().flushes);
-        },
-      });
+      const commitStats = () => store.commitStats ?? { commits: 0, jobs: 0 };
       new Counter({
         name: "hopper_store_commits_total",
-        help: "Transactions the embedded store committed.",
+        help: "Transactions the embedded store committed (one fsync each with durability fsync).",
         registers: [this.registry],
         collect() {
           this.reset();

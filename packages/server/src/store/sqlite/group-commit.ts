@@ -1,14 +1,8 @@
 /**
  * Group commit: write jobs that arrive in the same turn of the event loop run in one transaction and
- * share one commit (and so one flush). Each job runs inside its own savepoint, so a job that throws
- * rolls back alone and the others still commit. A job's promise settles only once its commit is on
- * disk: a confirm sent on resolution means the write is durable.
- *
- * With a `flush` function the commit itself does not wait for the disk (the store runs SQLite with
- * synchronous=NORMAL): the commit writes the log, then `flush` (an fdatasync of the log on the thread
- * pool) makes it durable while the event loop goes on, and the commits that returned meanwhile share
- * the next flush. Since the log is written in order, a flush started after a commit returned covers
- * that commit and every earlier one.
+ * share one commit (and so one fsync). Each job runs inside its own savepoint, so a job that throws
+ * rolls back alone and the others still commit. A job's promise settles only after the commit has
+ * returned: a confirm sent on resolution means the write is on disk.
  */
 import type { Database, Statement } from "better-sqlite3";
 
@@ -31,17 +25,11 @@ export class GroupCommit {
   private readonly release: Statement;
   private readonly rollbackToSavepoint: Statement;
 
-  /** Jobs committed but not yet flushed, with how each ended. */
-  private unflushed: { job: Job; outcome: Outcome }[] = [];
-  private flushing = false;
-
-  /** Counts commits, jobs and flushes, for the benchmark's "jobs per commit" figure. */
-  readonly stats = { commits: 0, jobs: 0, flushes: 0 };
+  /** Counts commits and jobs, for the benchmark's "jobs per commit" figure. */
+  readonly stats = { commits: 0, jobs: 0 };
 
   constructor(
     private readonly db: Database,
-    /** Makes every commit returned so far durable; without it each commit waits for the disk. */
-    private readonly flushLog?: () => Promise<void>,
     /** Bounds one transaction: a burst larger than this is split across commits. */
     private readonly jobsPerCommitMax = 1000,
   ) {
@@ -98,33 +86,11 @@ export class GroupCommit {
     }
     this.stats.commits++;
     this.stats.jobs += jobs.length;
-    const settled = jobs.map((job, i) => ({ job, outcome: outcomes[i] as Outcome }));
-    if (!this.flushLog || this.closed) return settle(settled);
-    this.unflushed.push(...settled);
-    if (!this.flushing) void this.flushUnflushed(this.flushLog);
-  }
-
-  /** Flushes the log until no committed job waits for it, then settles each flush's jobs. */
-  private async flushUnflushed(flushLog: () => Promise<void>): Promise<void> {
-    this.flushing = true;
-    while (this.unflushed.length > 0) {
-      const waiting = this.unflushed;
-      this.unflushed = [];
-      try {
-        await flushLog();
-        this.stats.flushes++;
-        settle(waiting);
-      } catch (error) {
-        // The disk refused the flush: none of these writes is known to be durable.
-        for (const { job } of waiting) job.reject(error);
-      }
-    }
-    this.flushing = false;
-  }
-
-  /** Resolves once every commit so far is flushed (close waits for it). */
-  async drained(): Promise<void> {
-    while (this.flushing || this.unflushed.length > 0) await new Promise((resolve) => setImmediate(resolve));
+    jobs.forEach((job, i) => {
+      const outcome = outcomes[i] as Outcome;
+      if (outcome.ok) job.resolve(outcome.value);
+      else job.reject(outcome.error);
+    });
   }
 
   private runInSavepoint(job: Job): Outcome {
@@ -138,12 +104,5 @@ export class GroupCommit {
       this.release.run();
       return { ok: false, error };
     }
-  }
-}
-
-function settle(settled: { job: Job; outcome: Outcome }[]): void {
-  for (const { job, outcome } of settled) {
-    if (outcome.ok) job.resolve(outcome.value);
-    else job.reject(outcome.error);
   }
 }

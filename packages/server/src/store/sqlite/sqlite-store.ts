@@ -3,7 +3,6 @@
  * against the last committed state; writes are jobs of the next group commit.
  */
 import { mkdirSync } from "node:fs";
-import { type FileHandle, open } from "node:fs/promises";
 import { dirname } from "node:path";
 import Database, { type Database as Db, type Statement } from "better-sqlite3";
 import { HopperError } from "../../errors.js";
@@ -99,31 +98,16 @@ export class SqliteStore implements Store {
     if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
     this.db = new Database(options.path);
     this.db.pragma("journal_mode = WAL");
-    // NORMAL: a commit writes the WAL without waiting for the disk; checkpoints still sync. With
-    // durability "fsync" the group commit then flushes the WAL itself (an fdatasync on the thread
-    // pool) before it confirms, so the event loop never waits for the disk; with "os" the OS flushes
-    // when it will.
-    this.db.pragma("synchronous = NORMAL");
+    // FULL fsyncs the WAL on every commit; NORMAL leaves the flush to the OS (durability "os").
+    this.db.pragma(`synchronous = ${options.durability === "os" ? "NORMAL" : "FULL"}`);
     this.db.pragma("busy_timeout = 5000");
     this.random = options.random;
     this.migrate();
-    const durable = options.durability !== "os" && options.path !== ":memory:";
-    this.walPath = `${options.path}-wal`;
-    this.writes = new GroupCommit(this.db, durable ? () => this.flushWal() : undefined);
-  }
-
-  private readonly walPath: string;
-  private wal: Promise<FileHandle> | undefined;
-
-  /** Makes every commit so far durable: fdatasync of the write-ahead log, which holds them in order. */
-  private async flushWal(): Promise<void> {
-    // The WAL exists once the first commit has returned, and keeps its inode while the store is open.
-    this.wal ??= open(this.walPath, "r");
-    await (await this.wal).datasync();
+    this.writes = new GroupCommit(this.db);
   }
 
   /** Jobs and commits so far: the group-commit ratio the benchmark reports. */
-  get commitStats(): { commits: number; jobs: number; flushes: number } {
+  get commitStats(): { commits: number; jobs: number } {
     return { ...this.writes.stats };
   }
 
@@ -153,9 +137,7 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     this.writes.close();
-    await this.writes.drained();
     this.db.close();
-    await (await this.wal)?.close();
   }
 
   /** One process owns the file, so no change ever comes from elsewhere. */
