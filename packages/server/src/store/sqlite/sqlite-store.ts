@@ -500,9 +500,18 @@ export class SqliteStore implements Store {
     return this.writes.run(() => {
       const queue = this.requireQueue(params.queue);
       let acked = 0;
-      const results = this.forEachReceipt(queue, params.receipts, (row) => {
-        this.deleteRow(queue, row.seq);
+      // One statement per receipt: the delete checks the receipt itself, reading no body. A receipt
+      // given twice in one batch finds its row gone the second time: stale, as in a later call.
+      const results = params.receipts.map((receipt): ReceiptResult => {
+        const decoded = decodeReceipt(receipt);
+        if (!decoded) return { error: "invalid_receipt" };
+        const deleted = this.stmt(sql.messageDeleteByReceipt).get({ ...decoded, queueId: queue.queue_id }) as
+          | { group_key: string | null }
+          | undefined;
+        if (!deleted) return { error: "stale_receipt" };
+        if (deleted.group_key !== null) this.promoteHead(queue.queue_id, deleted.group_key);
         acked++;
+        return { ok: true };
       });
       if (acked > 0) this.addCounters(queue.queue_id, { acked });
       return results;

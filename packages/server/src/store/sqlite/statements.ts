@@ -134,9 +134,11 @@ export const messageLeaseMany = `
 export const messageSelectByReceipt = `
   SELECT * FROM messages WHERE seq = :seq AND queue_id = :queueId AND lease_token = :leaseToken`;
 
-/** Params: seq, queueId, leaseToken. Deletes the row if the receipt names its latest lease. */
+/** Params: seq, queueId, leaseToken. Deletes the row if the receipt names its latest lease (an ack).
+ * Returns: { group_key } of the deleted row, or no row when the receipt is stale. */
 export const messageDeleteByReceipt = `
-  DELETE FROM messages WHERE seq = :seq AND queue_id = :queueId AND lease_token = :leaseToken`;
+  DELETE FROM messages WHERE seq = :seq AND queue_id = :queueId AND lease_token = :leaseToken
+  RETURNING group_key`;
 
 /** Params: seq, queueId, leaseToken, leaseExpiresAt. Moves a lease's expiry. */
 export const messageExtendByReceipt = `
