@@ -41,8 +41,8 @@ export interface QueueAttributes {
   dedupWindowMs?: number;
   /** A message without a dedupId is deduplicated by its body's SHA-256; needs `dedupWindowMs` above 0. */
   contentBasedDedup?: boolean;
-  pushbackDepth?: number;
-  pushbackAgeMs?: number;
+  pushbackDepth?: number | null;
+  pushbackAgeMs?: number | null;
   alerts?: QueueAlerts;
 }
 

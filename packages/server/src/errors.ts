@@ -30,6 +30,7 @@ export const errorCatalog = {
   exchange_in_use: { status: 409, message: "The exchange is the dead-letter exchange of a queue." },
   request_too_large: { status: 413, message: "The request body is too large." },
   unsupported_media_type: { status: 415, message: "Send JSON with Content-Type: application/json." },
+  backpressure: { status: 429, message: "The queue is over its pushback limit; retry after a while." },
   queue_full: { status: 429, message: "The queue holds its maxDepth messages and refuses more." },
   task_not_found: { status: 404, message: "The task does not exist." },
   too_many_tasks: { status: 429, message: "The server runs the most tasks it allows." },

@@ -58,6 +58,8 @@ export const limits = {
   maxDepthMax: 1_000_000_000,
   /** How long a dedupId may be remembered: SQS keeps 5 minutes; a day covers retries across outages. */
   dedupWindowMsMax: 24 * hour,
+  /** What a refused publish's Retry-After says while a queue is over its pushback limit. */
+  pushbackRetryAfterMs: 1000,
   /** Redrive tasks kept per server, running or finished (finished ones are forgotten first). */
   tasksMax: 1000,
   /** How long a finished task can still be read. */

@@ -30,13 +30,13 @@ export interface QueueAttributesInput {
   overflow?: OverflowPolicy;
   dedupWindowMs?: number;
   contentBasedDedup?: boolean;
-  pushbackDepth?: number;
-  pushbackAgeMs?: number;
+  pushbackDepth?: number | null;
+  pushbackAgeMs?: number | null;
   alerts?: Record<string, number>;
 }
 
 /** Attributes that API.md names but this version does not implement yet; refused, never ignored. */
-const notYetImplemented = ["pushbackDepth", "pushbackAgeMs", "alerts"] as const;
+const notYetImplemented = ["alerts"] as const;
 
 export const defaultAttributes: QueueAttributes = {
   visibilityTimeoutMs: queueDefaults.visibilityTimeoutMs,
@@ -50,6 +50,8 @@ export const defaultAttributes: QueueAttributes = {
   overflow: "reject",
   dedupWindowMs: 0,
   contentBasedDedup: false,
+  pushbackDepth: null,
+  pushbackAgeMs: null,
 };
 
 /** A new queue's attributes before the client's: FIFO queues deduplicate by default, as SQS's do. */
@@ -96,6 +98,8 @@ export function resolveAttributes(
     overflow: input.overflow ?? current.overflow,
     dedupWindowMs: input.dedupWindowMs ?? current.dedupWindowMs,
     contentBasedDedup: input.contentBasedDedup ?? current.contentBasedDedup,
+    pushbackDepth: input.pushbackDepth === undefined ? current.pushbackDepth : input.pushbackDepth,
+    pushbackAgeMs: input.pushbackAgeMs === undefined ? current.pushbackAgeMs : input.pushbackAgeMs,
   };
   checkRange("visibilityTimeoutMs", next.visibilityTimeoutMs, 0, limits.visibilityTimeoutMsMax);
   checkRange("retentionMs", next.retentionMs, limits.retentionMsMin, limits.retentionMsMax);
@@ -111,6 +115,8 @@ export function resolveAttributes(
   }
   if (next.maxDepth !== null) checkRange("maxDepth", next.maxDepth, 1, limits.maxDepthMax);
   checkRange("dedupWindowMs", next.dedupWindowMs, 0, limits.dedupWindowMsMax);
+  if (next.pushbackDepth !== null) checkRange("pushbackDepth", next.pushbackDepth, 1, limits.maxDepthMax);
+  if (next.pushbackAgeMs !== null) checkRange("pushbackAgeMs", next.pushbackAgeMs, 1, next.retentionMs);
   if (next.contentBasedDedup && next.dedupWindowMs === 0) {
     throw new HopperError("invalid_attribute", "contentBasedDedup needs a dedupWindowMs above 0.", {
       attribute: "contentBasedDedup",
@@ -154,4 +160,37 @@ export function retryDelayMs(policy: RetryPolicy, deliveryCount: number, randomF
   const exponent = Math.max(0, deliveryCount - 1);
   const ceilingMs = Math.min(policy.maxDelayMs, policy.initialDelayMs * policy.multiplier ** exponent);
   return policy.jitter === "full" ? Math.floor(randomFloat() * (ceilingMs + 1)) : Math.floor(ceilingMs);
+}
+
+/**
+ * Why a publish into a queue is refused by its pushback limits, if it is: the queue holds
+ * pushbackDepth messages or more, or its oldest message is pushbackAgeMs old or older. The refusal
+ * carries retryAfterMs, which the HTTP adapter sends as Retry-After.
+ */
+export function pushbackRefusal(
+  queue: string,
+  attributes: QueueAttributes,
+  state: { depth: number; oldestPublishedAt: number | null; now: number },
+): HopperError | undefined {
+  const { pushbackDepth, pushbackAgeMs } = attributes;
+  const refuse = (why: string, details: Record<string, number>) =>
+    new HopperError("backpressure", `Queue "${queue}" ${why}; retry later.`, {
+      queue,
+      ...details,
+      retryAfterMs: limits.pushbackRetryAfterMs,
+    });
+  if (pushbackDepth !== null && state.depth >= pushbackDepth) {
+    return refuse(`holds ${state.depth} messages (pushbackDepth ${pushbackDepth})`, {
+      depth: state.depth,
+      pushbackDepth,
+    });
+  }
+  const oldestAgeMs = state.oldestPublishedAt === null ? 0 : state.now - state.oldestPublishedAt;
+  if (pushbackAgeMs !== null && oldestAgeMs >= pushbackAgeMs) {
+    return refuse(`has a message ${oldestAgeMs} ms old (pushbackAgeMs ${pushbackAgeMs})`, {
+      oldestAgeMs,
+      pushbackAgeMs,
+    });
+  }
+  return undefined;
 }

@@ -150,6 +150,34 @@ describe("queue policies in the broker", () => {
     assert.equal(afterDeadLetter.got(), "3", "woken by the dead letter");
   });
 
+  test("pushback refuses publishes whole while the queue is too deep or its oldest too old", async () => {
+    await broker.putQueue("p", { pushbackDepth: 3, pushbackAgeMs: 60_000 });
+    await broker.send("p", [text("1"), text("2")]);
+    await broker.send("p", [text("3"), text("4")]); // the check is before the write: 2 < 3 passes
+    const refusal = (error: unknown) =>
+      error instanceof HopperError &&
+      error.code === "backpressure" &&
+      error.status === 429 &&
+      error.details?.retryAfterMs === 1000 &&
+      error.details?.depth === 4;
+    await assert.rejects(broker.send("p", [text("5")]), refusal);
+    assert.equal((await broker.stats("p")).published, 4, "nothing of the refused publish was stored");
+    const leased = await broker.receive("p", { max: 3 });
+    await broker.ack(
+      "p",
+      leased.map((m) => m.receipt),
+    );
+    await broker.send("p", [text("6")]); // depth 1, then 2: accepted
+    await clock.advance(60_000);
+    await assert.rejects(
+      broker.send("p", [text("7")]),
+      (error: unknown) => error instanceof HopperError && error.details?.oldestAgeMs === 60_000,
+    );
+    await broker.putQueue("p", { pushbackAgeMs: null, pushbackDepth: null });
+    await broker.send("p", [text("8")]);
+    assert.equal((await broker.stats("p")).available, 3);
+  });
+
   test("autoAck hands a message out once: it never comes back", async () => {
     await broker.putQueue("q", { visibilityTimeoutMs: 1_000 });
     await broker.send("q", [text("once")]);

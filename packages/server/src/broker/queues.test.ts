@@ -290,7 +290,8 @@ describe("queue broker", () => {
     await refuse({ retentionMs: 10 }, "invalid_attribute");
     await refuse({ deadLetter: { queue: "q", maxDeliveries: 3 } }, "invalid_attribute");
     await refuse({ deadLetter: { queue: "absent", maxDeliveries: 3 } }, "dead_letter_queue_not_found");
-    await refuse({ pushbackDepth: 10 }, "not_implemented");
+    await refuse({ alerts: { oldestAgeMs: 10 } }, "not_implemented");
+    await refuse({ pushbackAgeMs: 14 * 24 * 3600 * 1000 + 1 }, "invalid_attribute");
     await refuse({ maxDepth: 10, overflow: "dead-letter-oldest" }, "invalid_attribute");
     await refuse({ contentBasedDedup: true }, "invalid_attribute");
     await refuse({ dedupWindowMs: 24 * 3600 * 1000 + 1 }, "invalid_attribute");

@@ -10,6 +10,7 @@ import type { Random } from "../random.js";
 import {
   type DeadLetterRoute,
   dedupIdFor,
+  depthOf,
   type LeasedMessage,
   type MessageState,
   type QueueAttributes,
@@ -25,6 +26,7 @@ import {
 } from "../store/store.js";
 import {
   initialAttributes,
+  pushbackRefusal,
   type QueueAttributesInput,
   resolveAttributes,
   retryDelayMs,
@@ -328,6 +330,7 @@ export class QueueBroker {
     if (sends.size === 0)
       return placed.map((item) => ("error" in item ? item : { id: item.id, routed: 0, duplicate: false }));
     const all = [...sends.values()];
+    for (const send of all) await this.checkPushback(send.record, now);
     const answers = await this.store.queueSendMany({
       sends: all.map(({ queue, messages, policy }) => ({ queue, messages, policy })),
       now,
@@ -352,6 +355,25 @@ export class QueueBroker {
     // The sweep forgets dedupIds whose window ended.
     if (policy.dedupWindowMs > 0) this.scheduler.offer(name, now + policy.dedupWindowMs);
     if (policy.overflow?.policy === "dead-letter-oldest") this.deadLettered(policy.overflow.deadLetter, 1);
+  }
+
+  /**
+   * Refuses a publish, whole, while the queue is over its pushback limits: it holds pushbackDepth
+   * messages or more (depthOf its counters, read fresh), or its oldest message is pushbackAgeMs old or
+   * older. Unlike maxDepth this is a signal to producers, read before the write: two publishes may
+   * both pass at the limit. Dead letters and redrives are not publishes and are not refused.
+   */
+  private async checkPushback(queue: QueueRecord, now: number): Promise<void> {
+    const { pushbackDepth, pushbackAgeMs } = queue.attributes;
+    if (pushbackDepth === null && pushbackAgeMs === null) return;
+    const current = pushbackDepth === null ? undefined : await this.store.queueGet({ name: queue.name });
+    const { oldestPublishedAt } =
+      pushbackAgeMs === null
+        ? { oldestPublishedAt: null }
+        : await this.store.queueNextEvents({ queue: queue.name, now });
+    const depth = current ? depthOf(current.counters) : 0;
+    const refusal = pushbackRefusal(queue.name, queue.attributes, { depth, oldestPublishedAt, now });
+    if (refusal) throw refusal;
   }
 
   /** What a send into the queue applies: its deduplication and overflow policy. */

@@ -465,8 +465,25 @@ describe("bad input through the real server", () => {
       });
     }
 
-    test("an attribute API.md names but the server lacks (pushbackDepth) is 400 not_implemented", async () => {
-      await refused(base, ["PUT", queuePath("base"), { pushbackDepth: 10 }], 400, "not_implemented");
+    test("an attribute API.md names but the server lacks (alerts) is 400 not_implemented", async () => {
+      await refused(
+        base,
+        ["PUT", queuePath("base"), { alerts: { oldestAgeMs: 10 } }],
+        400,
+        "not_implemented",
+      );
+    });
+
+    test("a publish over a queue's pushback limit is 429 backpressure with Retry-After, nothing stored", async () => {
+      assert.equal((await call(server, "PUT", queuePath("pushback"), { pushbackDepth: 1 })).status, 201);
+      const send = () =>
+        call(server, "POST", queuePath("pushback", "/messages"), { messages: [{ body: 1 }] });
+      assert.equal((await send()).status, 200);
+      const refusal = await send();
+      assert.equal(refusal.status, 429);
+      assert.equal((refusal.body as { error: WireError }).error.code, "backpressure");
+      assert.equal(refusal.headers?.get("retry-after"), "1");
+      assert.equal((await stats(server, "pushback")).published, 1);
     });
 
     test("overflow dead-letter-oldest without a deadLetter target is 400 invalid_attribute", async () => {

@@ -17,6 +17,8 @@ export const attributes: QueueAttributes = {
   overflow: "reject",
   dedupWindowMs: 0,
   contentBasedDedup: false,
+  pushbackDepth: null,
+  pushbackAgeMs: null,
 };
 
 let nextId = 0;

@@ -11,6 +11,8 @@ const laterAttributes = {
   overflow: "reject",
   dedupWindowMs: 0,
   contentBasedDedup: false,
+  pushbackDepth: null,
+  pushbackAgeMs: null,
 } as const satisfies Partial<QueueAttributes>;
 
 export interface QueueRow<Attributes = QueueAttributes> {

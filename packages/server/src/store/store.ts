@@ -73,6 +73,10 @@ export interface QueueAttributes {
   dedupWindowMs: number;
   /** A message without a dedupId is deduplicated by the SHA-256 of its body. */
   contentBasedDedup: boolean;
+  /** Publishes are refused (backpressure) while the queue holds at least this many messages. */
+  pushbackDepth: number | null;
+  /** Publishes are refused (backpressure) while the oldest message is at least this old. */
+  pushbackAgeMs: number | null;
 }
 
 /** Counters since the queue was created; every way a message leaves the queue has one. */

@@ -13,6 +13,8 @@ export const hourMs = 3_600_000;
 export interface Answer {
   status: number;
   body: unknown;
+  /** The response's headers (call() only). */
+  headers?: Headers;
 }
 
 export interface WireError {
@@ -47,7 +49,11 @@ export async function call(
     signal: AbortSignal.timeout(requestTimeoutMs),
   });
   const answer = await response.text();
-  return { status: response.status, body: answer === "" ? undefined : JSON.parse(answer) };
+  return {
+    status: response.status,
+    body: answer === "" ? undefined : JSON.parse(answer),
+    headers: response.headers,
+  };
 }
 
 /**

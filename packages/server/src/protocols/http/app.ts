@@ -96,6 +96,9 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
 
   app.setErrorHandler((error: FastifyError | HopperError, request, reply) => {
     if (error instanceof HopperError) {
+      const retryAfterMs = error.details?.retryAfterMs;
+      if (typeof retryAfterMs === "number")
+        reply.header("retry-after", String(Math.ceil(retryAfterMs / 1000)));
       return reply.status(error.status).send({ error: error.toJSON() });
     }
     const mapped = fastifyErrorCodes[error.code];

@@ -54,8 +54,12 @@ export const PutQueueBody = Type.Object(
     ),
     dedupWindowMs: Type.Optional(Ms(limits.dedupWindowMsMax, "How long a dedupId is remembered; 0 = off")),
     contentBasedDedup: Type.Optional(Type.Boolean({ description: "Deduplicate by the body's SHA-256" })),
-    pushbackDepth: Type.Optional(Type.Integer({ minimum: 1 })),
-    pushbackAgeMs: Type.Optional(Type.Integer({ minimum: 1 })),
+    pushbackDepth: Type.Optional(
+      Type.Union([Type.Integer({ minimum: 1, maximum: limits.maxDepthMax }), Type.Null()]),
+    ),
+    pushbackAgeMs: Type.Optional(
+      Type.Union([Type.Integer({ minimum: 1, maximum: limits.retentionMsMax }), Type.Null()]),
+    ),
     alerts: Type.Optional(
       Type.Object(
         {

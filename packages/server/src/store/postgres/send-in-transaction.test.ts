@@ -197,6 +197,29 @@ if (!url) {
       );
     });
 
+    test("a queue over its pushback limits refuses the send with backpressure, as through the broker", async () => {
+      await client.putQueue("pushed", { pushbackDepth: 2, pushbackAgeMs: 3_600_000 });
+      await app.query("BEGIN");
+      await sendInTransaction(app, "pushed", [{ body: 1 }, { body: 2 }], { schema });
+      await app.query("COMMIT");
+      await app.query("BEGIN");
+      await assert.rejects(
+        sendInTransaction(app, "pushed", [{ body: 3 }], { schema }),
+        (error: unknown) =>
+          error instanceof HopperError && error.code === "backpressure" && error.details?.depth === 2,
+      );
+      await app.query("ROLLBACK");
+      const later = { now: () => Date.now() + 3_600_000, setTimer: () => () => {} };
+      await client.putQueue("pushed", { pushbackDepth: null });
+      await app.query("BEGIN");
+      await assert.rejects(
+        sendInTransaction(app, "pushed", [{ body: 3 }], { schema, clock: later }),
+        (error: unknown) => error instanceof HopperError && error.code === "backpressure",
+        "an hour later the oldest message is too old",
+      );
+      await app.query("ROLLBACK");
+    });
+
     test("drop-oldest makes room; a dead-letter exchange is refused, since only the broker routes", async () => {
       await client.putQueue("newest", { maxDepth: 2, overflow: "drop-oldest" });
       await app.query("BEGIN");

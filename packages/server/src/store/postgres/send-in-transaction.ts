@@ -18,6 +18,7 @@
  */
 import type pg from "pg";
 import { decodeMessageBody, type MessageBodyInput } from "../../broker/message-body.js";
+import { pushbackRefusal } from "../../broker/queue-attributes.js";
 import { type Clock, systemClock } from "../../clock.js";
 import { HopperError } from "../../errors.js";
 import { uuidv7Generator } from "../../ids.js";
@@ -27,6 +28,7 @@ import { type QueueRow, toQueueRecord } from "../rows.js";
 import {
   type DeadLetterRoute,
   dedupIdFor,
+  depthOf,
   type NewMessage,
   type QueueAttributes,
   type QueueRecord,
@@ -87,6 +89,7 @@ export async function sendInTransaction(
   if (!row) throw new HopperError("queue_not_found", `Queue "${queue}" does not exist.`, { queue });
   const record = toQueueRecord({ ...row, queue_id: Number(row.queue_id) });
   const now = clock.now();
+  await checkPushback(client, schema, record, now);
   const newId = uuidv7Generator(clock);
   const prepared = messages.map((message, index) =>
     prepare(message, `messages[${index}]`, record, now, newId),
@@ -114,6 +117,28 @@ export async function sendInTransaction(
     ]);
   }
   return sent.ids.map((id, index) => ({ id, duplicate: id !== prepared[index]?.id }));
+}
+
+/** A publish, here as through the broker, is refused while the queue is over its pushback limits. */
+async function checkPushback(
+  client: pg.ClientBase,
+  schema: string,
+  queue: QueueRecord,
+  now: number,
+): Promise<void> {
+  const { pushbackDepth, pushbackAgeMs } = queue.attributes;
+  if (pushbackDepth === null && pushbackAgeMs === null) return;
+  const oldestPublishedAt =
+    pushbackAgeMs === null
+      ? null
+      : ((await client.query<{ oldest: number | null }>(sql.messageOldestPublishedAtIn(schema), [queue.name]))
+          .rows[0]?.oldest ?? null);
+  const refusal = pushbackRefusal(queue.name, queue.attributes, {
+    depth: depthOf(queue.counters),
+    oldestPublishedAt: oldestPublishedAt === null ? null : Number(oldestPublishedAt),
+    now,
+  });
+  if (refusal) throw refusal;
 }
 
 /** Validates one message against the queue and makes it a stored message. */

@@ -574,6 +574,12 @@ export const queueLeaseFifoStatement = leaseAround(`
     FOR UPDATE OF m SKIP LOCKED
   )`);
 
+/** $1 queue name. Returns: { oldest } the earliest publish time of the queue's messages, or NULL.
+ * Names its schema: sendInTransaction runs it on the application's connection. */
+export const messageOldestPublishedAtIn = (schema: string) => `
+  SELECT min(m.published_at) AS oldest FROM "${schema}".messages m
+  JOIN "${schema}".queues q ON q.queue_id = m.queue_id WHERE q.name = $1`;
+
 /** $1 name. Returns: { queue_id } without a lock, for reads. */
 export const queueSelectId = `SELECT queue_id FROM queues WHERE name = $1`;
 

@@ -30,6 +30,8 @@ test("sqlite: a file store keeps its messages across reopen, and concurrent writ
       overflow: "reject" as const,
       dedupWindowMs: 0,
       contentBasedDedup: false,
+      pushbackDepth: null,
+      pushbackAgeMs: null,
     };
     await store.queueUpsert({ name: "q", kind: "standard", attributes, now: 1 });
     const before = store.commitStats;
