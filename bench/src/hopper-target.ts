@@ -32,6 +32,8 @@ export async function startHopperTarget(params: {
   wireCounter: PgWireCounter | undefined;
   /** Relay each push consumer's WebSocket through a frame counter (one relay per server). */
   countFrames: boolean;
+  /** How producers send: HTTP requests, or `send` frames over a WebSocket (the push targets). */
+  publishOver: "http" | "websocket";
   log: (message: string) => void;
 }): Promise<QueueTarget> {
   const { store } = params;
@@ -77,9 +79,17 @@ export async function startHopperTarget(params: {
     }
   }
   const requestCounter = new RequestCounter();
+  /** Clients that keep a publish WebSocket open, closed with the target. */
+  const socketClients = new Set<HopperClient>();
   const clientFor = (index: number) => {
     const server = servers[index % servers.length] as BenchServer;
-    return new HopperClient({ url: server.url, fetch: requestCounter.fetch });
+    const client = new HopperClient({
+      url: server.url,
+      fetch: requestCounter.fetch,
+      publishOver: params.publishOver,
+    });
+    if (params.publishOver === "websocket") socketClients.add(client);
+    return client;
   };
   await Promise.all(servers.map((_server, index) => clientFor(index).ready()));
   const frameCounters: WsFrameCounter[] = [];
@@ -167,6 +177,7 @@ export async function startHopperTarget(params: {
       closing ??= (async () => {
         // A push consumer left open would try to reconnect to a stopped server for the rest of the run.
         await Promise.allSettled([...pushConsumers].map((consumer) => consumer.stop()));
+        await Promise.allSettled([...socketClients].map((client) => client.close()));
         await Promise.allSettled(frameCounters.map((counter) => counter.close()));
         // Open keep-alive connections would make each server's graceful stop wait for them.
         await closeFetchConnections();

@@ -71,6 +71,8 @@ export async function runOne(
         profileDir: options.profileDir,
         wireCounter,
         countFrames: options.countFrames && spec.consumer === "push",
+        // The push targets use the WebSocket both ways: producers send over it too.
+        publishOver: spec.consumer === "push" ? "websocket" : "http",
         log,
       });
     } else {

@@ -3,6 +3,7 @@ import { BatchCoalescer } from "./coalescer.js";
 import { type ConsumeOptions, type Consumer, createConsumer } from "./consume.js";
 import { clientErrorCodes, HopperError } from "./errors.js";
 import { receiveWaitMsMax, requestTimeoutMsDefault } from "./limits.js";
+import { SharedSocket } from "./shared-socket.js";
 import { Signals } from "./signals.js";
 import type { SocketTarget } from "./socket.js";
 import {
@@ -38,6 +39,12 @@ export interface HopperClientOptions {
   clock?: Clock;
   /** How long a request may go unanswered before it fails with `timeout`; a receive adds its wait. */
   requestTimeoutMs?: number;
+  /**
+   * How `publish()` sends its batches: "http" (default), one request per batch, or "websocket", one
+   * frame per batch over a connection the client keeps open (less work per batch on both ends; a batch
+   * larger than a frame's 256 KiB needs HTTP). `send()` always uses HTTP.
+   */
+  publishOver?: "http" | "websocket";
 }
 
 export interface ReceiveOptions {
@@ -95,6 +102,8 @@ export class HopperClient {
   private readonly receiptBatches = new BatchCoalescer<string, ItemResult>();
   /** Ephemeral signals (typing, presence) over one WebSocket, opened on first use; see signals.ts. */
   readonly signals: Signals;
+  /** The connection `publish()` sends over, with `publishOver: "websocket"`. */
+  private readonly publishSocket: SharedSocket | undefined;
 
   constructor(options: HopperClientOptions = {}) {
     this.url = (options.url ?? "http://127.0.0.1:7171").replace(/\/+$/, "");
@@ -104,6 +113,14 @@ export class HopperClient {
     // Calling the global fetch as a method of another object throws "Illegal invocation" in browsers.
     this.fetchFn = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.signals = new Signals(this.socketTarget());
+    this.publishSocket =
+      options.publishOver === "websocket"
+        ? new SharedSocket(this.socketTarget(), {
+            name: "publish",
+            // A dropped connection fails the publishes it carried (they reject); the next one reconnects.
+            onError: () => {},
+          })
+        : undefined;
   }
 
   /** Creates the queue, or updates the attributes of an existing one. */
@@ -259,11 +276,31 @@ export class HopperClient {
    * its caller; a failed request, such as 429 `queue_full`, rejects every caller in that batch.
    */
   async publish(queue: string, message: SendMessage): Promise<SentMessage> {
-    const result = await this.sendBatches.add(queue, message, (messages) => this.send(queue, messages));
+    const result = await this.sendBatches.add(queue, message, (messages) =>
+      this.publishSocket
+        ? this.sendOverSocket(this.publishSocket, queue, messages)
+        : this.send(queue, messages),
+    );
     if (isItemError(result)) {
       throw HopperError.fromItem(result.error, 200);
     }
     return result;
+  }
+
+  /** One send batch as a `send` frame on the publish connection; answers as `send()` does. */
+  private async sendOverSocket(
+    socket: SharedSocket,
+    queue: string,
+    messages: SendMessage[],
+  ): Promise<SendResult[]> {
+    const session = await socket.ready();
+    const answer = await session.request({ op: "send", queue, messages });
+    return answer.results as SendResult[];
+  }
+
+  /** Closes the connections the client keeps open (publishing over a WebSocket, signals). */
+  async close(): Promise<void> {
+    await Promise.all([this.publishSocket?.close(), this.signals.close()]);
   }
 
   /** Acks one receipt in a coalesced batch; an item error is answered, not thrown. */

@@ -9,7 +9,8 @@ import type { ItemResult, QueueBroker } from "../../broker/queues.js";
 import { type Signal, type SignalHub, signalSubscriptionsPerConnectionMax } from "../../broker/signals.js";
 import type { Clock } from "../../clock.js";
 import { HopperError } from "../../errors.js";
-import { leasedJson } from "../http/render.js";
+import { toOutgoing } from "../http/messages.js";
+import { leasedJson, renderItemResult } from "../http/render.js";
 import {
   type AckFrame,
   type CancelFrame,
@@ -18,6 +19,7 @@ import {
   type NackFrame,
   parseFrame,
   type Ref,
+  type SendFrame,
   type SignalPublishFrame,
 } from "./frames.js";
 
@@ -158,6 +160,8 @@ export class WsConnection {
         return this.settle(frame, (consumer, receipts) => consumer.nack(receipts, frame.delayMs));
       case "cancel":
         return this.cancel(frame);
+      case "send":
+        return this.sendMessages(frame);
       case "signal.subscribe":
         return this.subscribe(frame.channel);
       case "signal.unsubscribe":
@@ -167,6 +171,12 @@ export class WsConnection {
       case "signal.publish":
         return this.publish(frame);
     }
+  }
+
+  /** A send over the socket: the same broker call, refusals and per-item results as the HTTP send. */
+  private async sendMessages(frame: SendFrame): Promise<Answer> {
+    const results = await this.context.broker.send(frame.queue, frame.messages.map(toOutgoing));
+    return { op: "sent", results: results.map(renderItemResult) };
   }
 
   private async consume(frame: ConsumeFrame): Promise<undefined> {

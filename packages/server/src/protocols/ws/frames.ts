@@ -8,6 +8,7 @@ import { Compile } from "typebox/compile";
 import { prefetchMax } from "../../broker/push-consumer.js";
 import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
+import { SendBody } from "../http/schemas.js";
 import { describeErrors } from "../validation-errors.js";
 
 const strict = { additionalProperties: false } as const;
@@ -46,6 +47,16 @@ const frameSchemas = {
     strict,
   ),
   cancel: Type.Object({ op: Type.Literal("cancel"), ref: Type.Optional(Ref), sub: Sub }, strict),
+  /** Hopper's extension of API.md: a send over the socket, as `POST /v1/queues/{queue}/messages`. */
+  send: Type.Object(
+    {
+      op: Type.Literal("send"),
+      ref: Type.Optional(Ref),
+      queue: Name,
+      messages: SendBody.properties.messages,
+    },
+    strict,
+  ),
   "signal.subscribe": Type.Object(
     { op: Type.Literal("signal.subscribe"), ref: Type.Optional(Ref), channel: Name },
     strict,
@@ -64,6 +75,7 @@ export type ConsumeFrame = Static<(typeof frameSchemas)["consume"]>;
 export type AckFrame = Static<(typeof frameSchemas)["ack"]>;
 export type NackFrame = Static<(typeof frameSchemas)["nack"]>;
 export type CancelFrame = Static<(typeof frameSchemas)["cancel"]>;
+export type SendFrame = Static<(typeof frameSchemas)["send"]>;
 export type SignalSubscribeFrame = Static<(typeof frameSchemas)["signal.subscribe"]>;
 export type SignalUnsubscribeFrame = Static<(typeof frameSchemas)["signal.unsubscribe"]>;
 export type SignalPublishFrame = Static<(typeof frameSchemas)["signal.publish"]>;
@@ -72,6 +84,7 @@ export type ClientFrame =
   | AckFrame
   | NackFrame
   | CancelFrame
+  | SendFrame
   | SignalSubscribeFrame
   | SignalUnsubscribeFrame
   | SignalPublishFrame;
