@@ -195,6 +195,9 @@ describe("push over WebSocket, end to end", () => {
       await socket.request({ op: "consume", queue: "guarded", prefetch: 5000 }),
       await socket.request({ op: "consume", queue: "no-such-queue", prefetch: 1 }),
       await socket.request({ op: "frobnicate" }),
+      await socket.request({ op: "send", queue: "guarded", messages: [{ body: 1, unknown: true }] }),
+      await socket.request({ op: "send", queue: "guarded", messages: [] }),
+      await socket.request({ op: "send", queue: "no-such-queue", messages: [{ body: 1 }] }),
     ];
     socket.socket.send("{not json");
     const invalidJson = await socket.waitFor((f) => f.op === "error" && f.ref === undefined);
@@ -205,6 +208,9 @@ describe("push over WebSocket, end to end", () => {
         ["error", "invalid_request"],
         ["error", "queue_not_found"],
         ["error", "invalid_request"],
+        ["error", "invalid_request"],
+        ["error", "invalid_request"],
+        ["error", "queue_not_found"],
         ["error", "invalid_json"],
       ],
     );
@@ -212,6 +218,11 @@ describe("push over WebSocket, end to end", () => {
     assert.equal(socket.all("deliver").length, 0);
     const after = (await client.getQueue("guarded")).stats;
     assert.deepEqual(withoutAge(after), withoutAge(before));
+    // A good send frame, by contrast, stores its messages and answers their ids.
+    const sent = await socket.request({ op: "send", queue: "guarded", messages: [{ body: 3 }, { body: 4 }] });
+    assert.equal(sent.op, "sent");
+    assert.equal((sent.results as { id: string }[]).length, 2);
+    assert.equal((await client.getQueue("guarded")).stats.published, before.published + 2);
   });
 });
 
