@@ -2,7 +2,7 @@ import { type Clock, systemClock } from "./clock.js";
 import { BatchCoalescer } from "./coalescer.js";
 import { type ConsumeOptions, type Consumer, createConsumer } from "./consume.js";
 import { clientErrorCodes, HopperError } from "./errors.js";
-import { receiveWaitMsMax, requestTimeoutMsDefault } from "./limits.js";
+import { receiveWaitMsMax, requestTimeoutMsDefault, webSocketSendBytesMax } from "./limits.js";
 import { SharedSocket } from "./shared-socket.js";
 import { Signals } from "./signals.js";
 import type { SocketTarget } from "./socket.js";
@@ -28,6 +28,9 @@ import {
 } from "./types.js";
 import { createWorker, type MessageHandler, type Worker, type WorkerOptions } from "./worker.js";
 
+/** Measures a batch's size on the wire (TextEncoder exists in Node and in browsers). */
+const utf8 = new TextEncoder();
+
 export interface HopperClientOptions {
   /** The server's base URL. Default `http://127.0.0.1:7171`. */
   url?: string;
@@ -42,7 +45,7 @@ export interface HopperClientOptions {
   /**
    * How `publish()` sends its batches: "http" (default), one request per batch, or "websocket", one
    * frame per batch over a connection the client keeps open (less work per batch on both ends; a batch
-   * larger than a frame's 256 KiB needs HTTP). `send()` always uses HTTP.
+   * of more than 192 KiB, too large for one frame, still goes over HTTP). `send()` always uses HTTP.
    */
   publishOver?: "http" | "websocket";
 }
@@ -287,12 +290,18 @@ export class HopperClient {
     return result;
   }
 
-  /** One send batch as a `send` frame on the publish connection; answers as `send()` does. */
+  /**
+   * One send batch as a `send` frame on the publish connection; answers as `send()` does. A batch too
+   * large for one frame goes over HTTP.
+   */
   private async sendOverSocket(
     socket: SharedSocket,
     queue: string,
     messages: SendMessage[],
   ): Promise<SendResult[]> {
+    if (utf8.encode(JSON.stringify(messages)).byteLength > webSocketSendBytesMax) {
+      return this.send(queue, messages);
+    }
     const session = await socket.ready();
     const answer = await session.request({ op: "send", queue, messages });
     return answer.results as SendResult[];

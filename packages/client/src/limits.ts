@@ -29,3 +29,9 @@ export const receiveBackoffMsMax = 30_000;
 
 /** An empty answer sooner than this (a short or ignored long poll) is followed by a pause, not a new poll. */
 export const emptyReceiveIntervalMsMin = 1000;
+
+/**
+ * The server closes a WebSocket on a frame above 256 KiB; a publish batch whose messages take more
+ * than this (leaving room for the frame around them) goes over HTTP instead.
+ */
+export const webSocketSendBytesMax = 192 * 1024;

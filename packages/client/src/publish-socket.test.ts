@@ -44,6 +44,18 @@ describe("publish over the WebSocket", () => {
     assert.equal(httpSends, 0, "every batch went over the WebSocket");
   });
 
+  test("a batch too large for one frame goes over HTTP, and every message of it is stored", async () => {
+    await client.putQueue("ws-large", {});
+    const before = httpSends;
+    const big = "x".repeat(10_000);
+    const sent = await Promise.all(
+      Array.from({ length: 30 }, (_, n) => client.publish("ws-large", { body: { n, big } })),
+    );
+    assert.equal(new Set(sent.map((result) => result.id)).size, 30);
+    assert.equal(httpSends, before + 1, "one HTTP request carried the 300 KB batch");
+    assert.equal((await client.getQueue("ws-large")).stats.published, 30);
+  });
+
   test("a duplicate answers the first id; a full queue and a bad item are refused as over HTTP", async () => {
     await client.putQueue("ws-policies", { dedupWindowMs: 60_000, maxDepth: 2 });
     const first = await client.publish("ws-policies", { body: 1, dedupId: "once" });
