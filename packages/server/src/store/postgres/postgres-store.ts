@@ -876,33 +876,41 @@ export class PostgresStore implements Store {
     );
   }
 
+  /**
+   * An ack in a FIFO queue: a transaction of two statements between BEGIN and COMMIT. The first locks
+   * the queue row and names the groups of the acked messages, whose advisory locks are taken next; the
+   * second deletes, promotes each group's next head and counts (statements.fifoAckStatement).
+   */
   private queueAckInTransaction(params: { queue: string; receipts: string[] }): Promise<ReceiptResult[]> {
     return this.transaction(async (client) => {
-      const queue = await this.lockQueueShared(client, params.queue);
       const decoded = params.receipts.map(decodeReceipt);
       const valid = decoded.filter((receipt) => receipt !== undefined);
-      await this.lockGroupsOfSeqs(
+      const seqs = valid.map((r) => r.seq);
+      const queue = (
+        await client.query<{ queue_id: number; kind: QueueKind; groups: string[] }>(sql.fifoAckGroups, [
+          params.queue,
+          seqs,
+        ])
+      ).rows[0];
+      if (!queue) throw notFound(params.queue);
+      this.hintKind(params.queue, queue.kind);
+      await this.writes.lockGroups(
         client,
-        queue,
-        valid.map((r) => r.seq),
+        queue.groups.map((groupKey) => ({ queueId: queue.queue_id, groupKey })),
       );
-      const { rows } = await client.query<{
-        seq: number;
-        lease_token: number;
-        group_key: string | null;
-        head: boolean;
-      }>(sql.messageDeleteByReceipts, [
-        queue.queueId,
-        valid.map((r) => r.seq),
-        valid.map((r) => r.leaseToken),
-      ]);
-      if (rows.length > 0) await this.writes.addCounters(client, queue.queueId, { acked: rows.length });
-      const heads = rows.filter((deleted) => deleted.head).map((deleted) => deleted.group_key);
-      if ((await this.writes.promoteHeads(client, queue, heads)) > 0)
-        this.announceOnCommit(client, queue.name);
+      const row = (
+        await client.query<{ seqs: number[]; tokens: number[]; promoted: number }>(sql.fifoAckStatement, [
+          queue.queue_id,
+          seqs,
+          valid.map((r) => r.leaseToken),
+          this.counterShard(),
+        ])
+      ).rows[0];
+      invariant(row, "an aggregate-only select answers one row");
+      if (row.promoted > 0) this.announceOnCommit(client, params.queue);
       return receiptResults(
         decoded,
-        rows.map((deleted) => ({ seq: deleted.seq, leaseToken: deleted.lease_token })),
+        row.seqs.map((seq, i) => ({ seq, leaseToken: row.tokens[i] as number })),
       );
     });
   }

@@ -257,12 +257,52 @@ export const messageSelectByReceipts = `
   WHERE m.queue_id = $1
   FOR UPDATE OF m`;
 
-/** $1 queueId, $2 seqs, $3 tokens. Deletes the rows whose latest lease the (seq, token) pairs name.
- * Returns: { seq, lease_token, group_key, head } of each. */
-export const messageDeleteByReceipts = `
-  DELETE FROM messages m USING unnest($2::bigint[], $3::bigint[]) AS r(seq, token)
-  WHERE m.queue_id = $1 AND m.seq = r.seq AND m.lease_token = r.token
-  RETURNING m.seq, m.lease_token, m.group_key, m.head`;
+/**
+ * The first statement of a FIFO ack: $1 name, $2 seqs. Locks the queue row against deletion (key
+ * share) and answers { queue_id, kind, groups }: the groups of the messages the receipts name, whose
+ * advisory locks the caller takes next (groupLockMany), before anything reads or changes them. No row
+ * when there is no such queue.
+ */
+export const fifoAckGroups = `
+  WITH q AS (SELECT queue_id, kind FROM queues WHERE name = $1 FOR KEY SHARE)
+  SELECT q.queue_id, q.kind,
+    array(SELECT DISTINCT m.group_key FROM messages m
+          WHERE m.queue_id = q.queue_id AND m.seq = ANY($2::bigint[]) AND m.group_key IS NOT NULL) AS groups
+  FROM q`;
+
+/**
+ * The rest of a FIFO ack as one statement, run under the groups' locks: delete the rows whose latest
+ * lease the (seq, token) pairs name, make the next message of each group whose head went its head,
+ * count the acks. Only a head can be leased, so each group loses at most its head here; the next is the
+ * group's first message after it (the statement's snapshot still shows the deleted rows, so "after"
+ * skips them), and the snapshot, taken once the group locks were held, shows every message committed to
+ * the group. $1 queueId, $2 seqs, $3 tokens, $4 shard. Returns: one row, { seqs, tokens, promoted }.
+ */
+export const fifoAckStatement = `
+  WITH deleted AS (
+    DELETE FROM messages m USING unnest($2::bigint[], $3::bigint[]) AS r(seq, token)
+    WHERE m.queue_id = $1 AND m.seq = r.seq AND m.lease_token = r.token
+    RETURNING m.seq, m.lease_token, m.group_key, m.head
+  ),
+  promoted AS (
+    UPDATE messages SET head = true
+    WHERE seq IN (
+      SELECT (SELECT m.seq FROM messages m
+              WHERE m.queue_id = $1 AND m.group_key = d.group_key AND m.seq > d.seq
+              ORDER BY m.seq LIMIT 1)
+      FROM deleted d WHERE d.head AND d.group_key IS NOT NULL)
+    AND NOT head
+    RETURNING seq
+  ),
+  counted AS (
+    INSERT INTO queue_counters AS c (queue_id, shard, acked)
+    SELECT $1, $4, count(*) FROM deleted HAVING count(*) > 0
+    ON CONFLICT (queue_id, shard) DO UPDATE SET acked = c.acked + excluded.acked
+  )
+  SELECT
+    coalesce((SELECT array_agg(seq::float8 ORDER BY seq) FROM deleted), '{}') AS seqs,
+    coalesce((SELECT array_agg(lease_token::float8 ORDER BY seq) FROM deleted), '{}') AS tokens,
+    (SELECT count(*)::int FROM promoted) AS promoted`;
 
 /** $1 seqs. Returns: { group_key, head } of each deleted row. */
 export const messageDeleteManyIn = (schema: string) =>
