@@ -125,6 +125,7 @@ export class MessageWrites {
     queueCounters: string;
     queueAddCounters: string;
     messageInsertMany: string;
+    messageInsertManyCounted: string;
     messageDeleteMany: string;
     messageSelectOldestGroups: string;
     messageSelectOldest: string;
@@ -143,6 +144,7 @@ export class MessageWrites {
       queueCounters: sql.queueCountersIn(schema),
       queueAddCounters: sql.queueAddCountersIn(schema),
       messageInsertMany: sql.messageInsertManyIn(schema),
+      messageInsertManyCounted: sql.messageInsertManyCountedIn(schema),
       messageDeleteMany: sql.messageDeleteManyIn(schema),
       messageSelectOldestGroups: sql.messageSelectOldestGroupsIn(schema),
       messageSelectOldest: sql.messageSelectOldestIn(schema),
@@ -218,9 +220,18 @@ export class MessageWrites {
    * Inserts the messages in order, as new (delivery count 0). In a FIFO queue the caller holds the
    * locks of their groups (statements.messageInsertManyIn says why).
    */
-  async insert(client: Client, queue: LockedQueue, messages: readonly NewMessage[]): Promise<void> {
+  async insert(
+    client: Client,
+    queue: LockedQueue,
+    messages: readonly NewMessage[],
+    options: { counted?: boolean } = {},
+  ): Promise<void> {
     if (messages.length === 0) return;
-    await client.query(this.statements.messageInsertMany, [
+    // Counted: the same statement adds the messages to the queue's `published` counter.
+    const statement = options.counted
+      ? this.statements.messageInsertManyCounted
+      : this.statements.messageInsertMany;
+    await client.query(statement, [
       queue.queueId,
       queue.kind === "fifo",
       messages.map((m) => m.id),
@@ -232,6 +243,7 @@ export class MessageWrites {
       messages.map((m) => m.dedupId),
       messages.map((m) => m.publishedAt),
       messages.map((m) => m.visibleAt),
+      ...(options.counted ? [this.counterShard()] : []),
     ]);
   }
 
@@ -312,9 +324,8 @@ export class MessageWrites {
         groups.map((groupKey) => ({ queueId: queue.queueId, groupKey })),
       );
     }
-    await this.insert(client, queue, stored);
+    await this.insert(client, queue, stored, { counted: true });
     const written = stored.length > 0 ? [queue.name] : [];
-    if (stored.length > 0) await this.addCounters(client, queue.queueId, { published: stored.length });
     if (overflow && trim > 0) {
       written.push(...(await this.trim(client, queue, trim, overflow.deadLetter, overflow.policy, now)));
     }

@@ -183,6 +183,16 @@ export const messageInsertManyIn = (schema: string) => `
     WITH ORDINALITY AS m(id, body, content_type, headers, key, priority, dedup_id, published_at, visible_at, ord)
   ORDER BY m.ord`;
 
+/**
+ * A send's insert and its count in one statement (one round trip fewer per send in a transaction):
+ * messageInsertManyIn's parameters, and $12 the counter shard that `published` is added to.
+ */
+export const messageInsertManyCountedIn = (schema: string) => `
+  WITH inserted AS (${messageInsertManyIn(schema)} RETURNING 1)
+  INSERT INTO "${schema}".queue_counters AS c (queue_id, shard, published)
+  SELECT $1, $12, count(*) FROM inserted HAVING count(*) > 0
+  ON CONFLICT (queue_id, shard) DO UPDATE SET published = c.published + excluded.published`;
+
 /** $1 queueId, $2 now. Returns: { n } messages in flight. */
 export const messageCountInFlight = `
   SELECT count(*)::int AS n FROM messages
