@@ -66,6 +66,9 @@ export const limits = {
   taskKeepMs: 1 * hour,
   /** A redrive's rate, in messages per second: beyond it, leave the rate out (as fast as it goes). */
   redriveRateMax: 100_000,
+  /** Messages one send removes by overflow (drop-oldest, dead-letter-oldest): a maxDepth lowered far
+   * below the depth is reached over several sends, so no send holds its transaction for long. */
+  overflowTrimMax: 1000,
   /** Messages per redrive step: one transaction. */
   redriveBatchMax: 100,
 

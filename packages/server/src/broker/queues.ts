@@ -602,8 +602,12 @@ export class QueueBroker {
     to: string | null,
     max: number,
   ): Promise<{ moved: number; held: number; stoppedBy: HopperError | null }> {
+    // With `to`, that queue is the only target; otherwise any queue a header names may be one.
+    const candidates = to === null ? await this.store.queueList() : [await this.queueOrError(to)];
     const policies = new Map<string, SendPolicy>();
-    for (const queue of await this.store.queueList()) policies.set(queue.name, await this.sendPolicy(queue));
+    for (const queue of candidates) {
+      if (!(queue instanceof HopperError)) policies.set(queue.name, await this.sendPolicy(queue));
+    }
     const now = this.clock.now();
     const { moved, held, targets, stoppedBy } = await this.store.queueMove({
       queue: name,

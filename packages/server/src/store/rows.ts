@@ -3,7 +3,7 @@
  * to the Store's records. Only how `attributes` is stored differs: JSON text in SQLite, jsonb in
  * PostgreSQL, so the queue row is generic in it.
  */
-import type { QueueAttributes, QueueKind, QueueRecord, StoredMessage } from "./store.js";
+import type { QueueAttributes, QueueCounters, QueueKind, QueueRecord, StoredMessage } from "./store.js";
 
 /** Attributes added after a queue may have been stored: their values for a queue stored before. */
 const laterAttributes = {
@@ -15,12 +15,8 @@ const laterAttributes = {
   pushbackAgeMs: null,
 } as const satisfies Partial<QueueAttributes>;
 
-export interface QueueRow<Attributes = QueueAttributes> {
-  queue_id: number;
-  name: string;
-  kind: QueueKind;
-  attributes: Attributes;
-  created_at: number;
+/** A queue's counters as columns (summed over the shards on PostgreSQL). */
+export interface CounterColumns {
   published: number;
   delivered: number;
   redelivered: number;
@@ -31,6 +27,14 @@ export interface QueueRow<Attributes = QueueAttributes> {
   purged: number;
   dropped: number;
   redriven: number;
+}
+
+export interface QueueRow<Attributes = QueueAttributes> extends CounterColumns {
+  queue_id: number;
+  name: string;
+  kind: QueueKind;
+  attributes: Attributes;
+  created_at: number;
 }
 
 export interface MessageRow {
@@ -59,24 +63,28 @@ function missingFrom(attributes: object, defaults: object): object {
   return Object.fromEntries(Object.entries(defaults).filter(([name]) => !(name in attributes)));
 }
 
+export function toQueueCounters(row: CounterColumns): QueueCounters {
+  return {
+    published: row.published,
+    delivered: row.delivered,
+    redelivered: row.redelivered,
+    acked: row.acked,
+    nacked: row.nacked,
+    expired: row.expired,
+    deadLettered: row.dead_lettered,
+    purged: row.purged,
+    dropped: row.dropped,
+    redriven: row.redriven,
+  };
+}
+
 export function toQueueRecord(row: QueueRow): QueueRecord {
   return {
     name: row.name,
     kind: row.kind,
     attributes: { ...row.attributes, ...missingFrom(row.attributes, laterAttributes) },
     createdAt: row.created_at,
-    counters: {
-      published: row.published,
-      delivered: row.delivered,
-      redelivered: row.redelivered,
-      acked: row.acked,
-      nacked: row.nacked,
-      expired: row.expired,
-      deadLettered: row.dead_lettered,
-      purged: row.purged,
-      dropped: row.dropped,
-      redriven: row.redriven,
-    },
+    counters: toQueueCounters(row),
   };
 }
 

@@ -95,6 +95,20 @@ export interface QueueCounters {
   redriven: number;
 }
 
+/** Counters with nothing counted: the base that a store's partial counter deltas are added to. */
+export const zeroCounters: QueueCounters = {
+  published: 0,
+  delivered: 0,
+  redelivered: 0,
+  acked: 0,
+  nacked: 0,
+  expired: 0,
+  deadLettered: 0,
+  purged: 0,
+  dropped: 0,
+  redriven: 0,
+};
+
 /**
  * How many messages the queue holds now, from its counters alone: every message that arrived and has
  * not left by one of the counted ways. The stores use it for maxDepth, so it must stay exact.

@@ -25,7 +25,8 @@
  */
 import type pg from "pg";
 import { HopperError, invariant } from "../../errors.js";
-import { type MessageRow, toStoredMessage } from "../rows.js";
+import { limits } from "../../limits.js";
+import { type CounterColumns, type MessageRow, toQueueCounters, toStoredMessage } from "../rows.js";
 import {
   type DeadLetterRoute,
   deadLetterHeaders,
@@ -35,6 +36,7 @@ import {
   type QueueCounters,
   type QueueKind,
   type SendPolicy,
+  zeroCounters,
 } from "../store.js";
 import * as sql from "./statements.js";
 
@@ -54,39 +56,6 @@ export interface GroupRef {
 }
 
 type Client = pg.ClientBase;
-
-/**
- * The most messages one send's overflow trim removes. A queue whose maxDepth was lowered far below its
- * depth shrinks over several sends, so no one send holds a transaction (and a FIFO group lock per
- * message) for long.
- */
-const overflowTrimMax = 1000;
-
-const noCounters: QueueCounters = {
-  published: 0,
-  delivered: 0,
-  redelivered: 0,
-  acked: 0,
-  nacked: 0,
-  expired: 0,
-  deadLettered: 0,
-  purged: 0,
-  dropped: 0,
-  redriven: 0,
-};
-
-interface CounterRow {
-  published: number;
-  delivered: number;
-  redelivered: number;
-  acked: number;
-  nacked: number;
-  expired: number;
-  dead_lettered: number;
-  purged: number;
-  dropped: number;
-  redriven: number;
-}
 
 /**
  * The row with its bigint columns as numbers. An application's client (sendInTransaction) may read
@@ -182,24 +151,13 @@ export class MessageWrites {
 
   /** The queue's counters, summed over their shards. */
   async counters(client: Client, queueId: number): Promise<QueueCounters> {
-    const row = (await client.query<CounterRow>(this.statements.queueCounters, [queueId])).rows[0];
+    const row = (await client.query<CounterColumns>(this.statements.queueCounters, [queueId])).rows[0];
     invariant(row, "an aggregate without GROUP BY returns one row");
-    return {
-      published: row.published,
-      delivered: row.delivered,
-      redelivered: row.redelivered,
-      acked: row.acked,
-      nacked: row.nacked,
-      expired: row.expired,
-      deadLettered: row.dead_lettered,
-      purged: row.purged,
-      dropped: row.dropped,
-      redriven: row.redriven,
-    };
+    return toQueueCounters(row);
   }
 
   async addCounters(client: Client, queueId: number, deltas: Partial<QueueCounters>): Promise<void> {
-    const counters = { ...noCounters, ...deltas };
+    const counters = { ...zeroCounters, ...deltas };
     await client.query(this.statements.queueAddCounters, [
       queueId,
       this.counterShard(),
@@ -306,7 +264,7 @@ export class MessageWrites {
       if (excess > 0 && overflow.policy === "reject" && stored.length > 0) {
         throw queueFull(queue.name, overflow.maxDepth, depth);
       }
-      if (overflow.policy !== "reject") trim = Math.min(Math.max(0, excess), overflowTrimMax);
+      if (overflow.policy !== "reject") trim = Math.min(Math.max(0, excess), limits.overflowTrimMax);
     }
     if (queue.kind === "fifo") {
       const groups = stored.map(groupKeyOf);

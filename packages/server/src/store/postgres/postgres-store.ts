@@ -35,7 +35,7 @@ import {
 } from "../store.js";
 import { StoreEvents } from "./events.js";
 import { groupKeyOf, type LockedQueue, MessageWrites, queueFull } from "./message-writes.js";
-import { checkSchemaName, migrations } from "./schema.js";
+import { checkSchemaName, counterShards, migrations } from "./schema.js";
 import * as sql from "./statements.js";
 
 export interface PostgresStoreOptions {
@@ -50,8 +50,6 @@ export interface PostgresStoreOptions {
 
 type Client = pg.PoolClient;
 
-/** Counters are spread over this many rows per queue (see schema.ts). */
-const counterShards = 16;
 /**
  * The most FIFO groups one housekeeping step (expiry, the exhausted sweep) locks: each advisory lock
  * takes a slot of PostgreSQL's shared lock table (max_locks_per_transaction × connections, 6,400 by

@@ -24,6 +24,9 @@
  * - dedup: per queue, each dedupId with the id of the message stored under it, until its window ends
  *   (expires_at), acked or not. The primary key makes concurrent sends of one dedupId store it once.
  */
+/** Counters are spread over this many rows per queue (queue_counters, above). */
+export const counterShards = 16;
+
 /** Schema names are put into SQL as identifiers, so they are checked against this first. */
 export const schemaPattern = /^[a-z_][a-z0-9_]{0,62}$/;
 

@@ -36,7 +36,7 @@ import {
 } from "../store.js";
 import { channelFor, encodeEvent } from "./events.js";
 import { MessageWrites } from "./message-writes.js";
-import { checkSchemaName } from "./schema.js";
+import { checkSchemaName, counterShards } from "./schema.js";
 import * as sql from "./statements.js";
 
 export interface TransactionalMessage extends MessageBodyInput {
@@ -58,8 +58,6 @@ export interface SendInTransactionOptions {
 
 const namePattern = new RegExp(limits.namePattern);
 const headerNamePattern = new RegExp(`^[A-Za-z0-9_.:-]{1,${limits.headerNameLengthMax}}$`);
-/** As the PostgreSQL store's own counter shards (schema.ts). */
-const counterShards = 16;
 
 /**
  * Stores `messages` in `queue` through `client`, inside the transaction the client has open (BEGIN

@@ -33,6 +33,7 @@ import {
   type Store,
   type StoredMessage,
   type StoreEvent,
+  zeroCounters,
 } from "../store.js";
 import { GroupCommit } from "./group-commit.js";
 import { migrations } from "./schema.js";
@@ -57,28 +58,12 @@ interface ExchangeRow {
   created_at: number;
 }
 
-const noCounters: QueueCounters = {
-  published: 0,
-  delivered: 0,
-  redelivered: 0,
-  acked: 0,
-  nacked: 0,
-  expired: 0,
-  deadLettered: 0,
-  purged: 0,
-  dropped: 0,
-  redriven: 0,
-};
-
 /** SQLite keeps attributes as JSON text. */
 type SqliteQueueRow = QueueRow<string>;
 
 function toSqliteQueueRecord(row: SqliteQueueRow): QueueRecord {
   return toQueueRecord({ ...row, attributes: JSON.parse(row.attributes) as QueueAttributes });
 }
-
-/** Messages one send may drop or dead-letter by overflow, as the PostgreSQL store. */
-const overflowTrimMax = 1000;
 
 function noRedriveTarget(id: string): HopperError {
   return new HopperError(
@@ -161,7 +146,7 @@ export class SqliteStore implements Store {
   }
 
   private addCounters(queueId: number, deltas: Partial<QueueCounters>): void {
-    this.stmt(sql.queueAddCounters).run({ queueId, ...noCounters, ...deltas });
+    this.stmt(sql.queueAddCounters).run({ queueId, ...zeroCounters, ...deltas });
   }
 
   queueUpsert(params: {
@@ -289,7 +274,7 @@ export class SqliteStore implements Store {
 
   /**
    * Applies drop-oldest or dead-letter-oldest: removes the oldest messages (by arrival, in any state)
-   * until the queue holds at most maxDepth, at most overflowTrimMax of them.
+   * until the queue holds at most maxDepth, at most limits.overflowTrimMax of them.
    */
   private trimOverflow(name: string, policy: SendPolicy, now: number): void {
     const overflow = policy.overflow;
@@ -298,7 +283,7 @@ export class SqliteStore implements Store {
     const excess = depthOf(toSqliteQueueRecord(queue).counters) - overflow.maxDepth;
     if (excess <= 0) return;
     // Bounded, as every loop: a maxDepth lowered far below the depth is reached over several sends.
-    const limit = Math.min(excess, overflowTrimMax);
+    const limit = Math.min(excess, limits.overflowTrimMax);
     const rows = this.stmt(sql.messageSelectOldest).all({ queueId: queue.queue_id, limit }) as MessageRow[];
     if (overflow.policy === "dead-letter-oldest" && overflow.deadLetter) {
       for (const row of rows) this.deadLetterRow(row, queue, overflow.deadLetter, now, "max_depth");
