@@ -610,13 +610,14 @@ export class PostgresStore implements Store {
    */
   async queueLease(params: LeaseParams): Promise<{ messages: LeasedMessage[]; deadLettered: number }> {
     if (params.autoAck) return this.queueLeaseInTransaction(params);
-    const tokens = Array.from({ length: params.max }, () => this.random.uint48());
+    // One random base per call; the n-th message leased gets base + n (see leaseAround).
+    const tokenBase = this.random.uint48();
     let kind = this.kindHints.get(params.queue) ?? "standard";
-    let leased = await this.queueLeaseInOneStatement(kind, params, tokens);
+    let leased = await this.queueLeaseInOneStatement(kind, params, tokenBase);
     // The hint was wrong (or the queue was created again as the other kind): nothing was leased.
     if (leased.kind !== kind) {
       kind = leased.kind;
-      leased = await this.queueLeaseInOneStatement(kind, params, tokens);
+      leased = await this.queueLeaseInOneStatement(kind, params, tokenBase);
     }
     if (leased.kind !== kind) return this.queueLeaseInTransaction(params);
     const { messages, exhausted } = leased;
@@ -629,7 +630,7 @@ export class PostgresStore implements Store {
   private async queueLeaseInOneStatement(
     kind: QueueKind,
     params: LeaseParams,
-    tokens: number[],
+    tokenBase: number,
   ): Promise<{ kind: QueueKind; messages: LeasedMessage[]; exhausted: number }> {
     const { rows } = await this.statement<
       MessageRow & { kind: QueueKind; exhausted: number; lease_index: number | null }
@@ -641,7 +642,7 @@ export class PostgresStore implements Store {
       params.inFlightMax,
       params.deadLetter?.maxDeliveries ?? 2_147_483_647,
       params.leaseExpiresAt,
-      tokens,
+      tokenBase,
       this.counterShard(),
     ]);
     const first = rows[0];
@@ -653,7 +654,7 @@ export class PostgresStore implements Store {
       .map(
         (row): LeasedMessage => ({
           ...toStoredMessage(row),
-          receipt: encodeReceipt(row.seq, tokens[(row.lease_index as number) - 1] as number),
+          receipt: encodeReceipt(row.seq, tokenBase + (row.lease_index as number)),
         }),
       );
     return { kind: first.kind, messages, exhausted: first.exhausted };

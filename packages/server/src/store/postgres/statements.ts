@@ -561,7 +561,7 @@ const leaseAround = (candidates: string) => `
   leased AS (
     UPDATE messages m SET
       visible_at = $7,
-      lease_token = ($8::bigint[])[n.lease_index],
+      lease_token = $8::bigint + n.lease_index,
       delivery_count = m.delivery_count + 1,
       first_delivered_at = coalesce(m.first_delivered_at, $2)
     FROM numbered n
@@ -583,7 +583,8 @@ const leaseAround = (candidates: string) => `
  * The common lease of a standard queue as one statement (see leaseAround): candidates above priority
  * 0 first, highest first, then those of priority 0, each in visibility order.
  * $1 name, $2 now, $3 expiredBefore, $4 max, $5 inFlightMax, $6 maxDeliveries, $7 leaseExpiresAt,
- * $8 tokens (one per possible lease), $9 shard. Returns: no row when there is no such queue; else the
+ * $8 tokenBase (48 random bits: the n-th message leased gets tokenBase + n, so the tokens of one call
+ * differ, and a later lease's differ from an earlier one's but by chance), $9 shard. Returns: no row when there is no such queue; else the
  * queue's kind (a FIFO queue is left alone) with one row per leased message (or one row of NULLs), each
  * with `exhausted` and `lease_index`.
  */
