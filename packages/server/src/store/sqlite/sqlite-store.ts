@@ -73,11 +73,34 @@ function noRedriveTarget(id: string): HopperError {
   );
 }
 
+/** A message row read as an array of sql.messageColumns, in their order. */
+function toMessageRow(values: unknown[]): MessageRow {
+  return {
+    seq: values[0] as number,
+    queue_id: values[1] as number,
+    id: values[2] as string,
+    body: values[3] as Buffer,
+    content_type: values[4] as string,
+    headers: values[5] as string | null,
+    key: values[6] as string | null,
+    published_at: values[7] as number,
+    visible_at: values[8] as number,
+    delivery_count: values[9] as number,
+    first_delivered_at: values[10] as number | null,
+    lease_token: values[11] as number | null,
+    priority: values[12] as number,
+    dedup_id: values[13] as string | null,
+    group_key: values[14] as string | null,
+    head: values[15] as number,
+  };
+}
+
 export class SqliteStore implements Store {
   private readonly db: Db;
   private readonly writes: GroupCommit;
   private readonly random: Random;
   private readonly statements = new Map<string, Statement>();
+  private readonly rawStatements = new Map<string, Statement>();
 
   constructor(options: SqliteStoreOptions) {
     if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
@@ -118,6 +141,16 @@ export class SqliteStore implements Store {
       this.statements.set(text, statement);
     }
     return statement;
+  }
+
+  /** Runs a statement that selects sql.messageColumns, reading its rows as arrays. */
+  private messageRows(text: string, params: object): MessageRow[] {
+    let statement = this.rawStatements.get(text);
+    if (!statement) {
+      statement = this.db.prepare(text).raw(true);
+      this.rawStatements.set(text, statement);
+    }
+    return (statement.all(params) as unknown[][]).map(toMessageRow);
   }
 
   async ping(): Promise<void> {
@@ -288,7 +321,7 @@ export class SqliteStore implements Store {
     if (excess <= 0) return;
     // Bounded, as every loop: a maxDepth lowered far below the depth is reached over several sends.
     const limit = Math.min(excess, limits.overflowTrimMax);
-    const rows = this.stmt(sql.messageSelectOldest).all({ queueId: queue.queue_id, limit }) as MessageRow[];
+    const rows = this.messageRows(sql.messageSelectOldest, { queueId: queue.queue_id, limit });
     if (overflow.policy === "dead-letter-oldest" && overflow.deadLetter) {
       for (const row of rows) this.deadLetterRow(row, queue, overflow.deadLetter, now, "max_depth");
       return;
@@ -457,11 +490,11 @@ export class SqliteStore implements Store {
    */
   private candidates(queue: SqliteQueueRow, now: number, expiredBefore: number, limit: number): MessageRow[] {
     const args = { queueId: queue.queue_id, now, expiredBefore, limit };
-    if (queue.kind === "fifo") return this.stmt(sql.messageSelectAvailableHeads).all(args) as MessageRow[];
-    const prioritized = this.stmt(sql.messageSelectAvailablePrioritized).all(args) as MessageRow[];
+    if (queue.kind === "fifo") return this.messageRows(sql.messageSelectAvailableHeads, args);
+    const prioritized = this.messageRows(sql.messageSelectAvailablePrioritized, args);
     if (prioritized.length >= limit) return prioritized;
-    const rest = this.stmt(sql.messageSelectAvailable).all({ ...args, limit: limit - prioritized.length });
-    return [...prioritized, ...(rest as MessageRow[])];
+    const rest = this.messageRows(sql.messageSelectAvailable, { ...args, limit: limit - prioritized.length });
+    return prioritized.length === 0 ? rest : [...prioritized, ...rest];
   }
 
   /** Runs `apply` for each receipt that names the latest lease of a row of the queue. */
@@ -475,9 +508,7 @@ export class SqliteStore implements Store {
     return receipts.map((receipt): ReceiptResult => {
       const decoded = decodeReceipt(receipt);
       if (!decoded) return { error: "invalid_receipt" };
-      const row = this.stmt(sql.messageSelectByReceipt).get({ ...decoded, queueId: queue.queue_id }) as
-        | MessageRow
-        | undefined;
+      const [row] = this.messageRows(sql.messageSelectByReceipt, { ...decoded, queueId: queue.queue_id });
       if (!row || seen.has(row.seq)) return { error: "stale_receipt" };
       seen.add(row.seq);
       apply(row);
@@ -563,7 +594,7 @@ export class SqliteStore implements Store {
       delayed: sql.messagePeekDelayed,
       "in-flight": sql.messagePeekInFlight,
     }[params.state];
-    const rows = this.stmt(statement).all({ queueId, now: params.now, limit: params.limit }) as MessageRow[];
+    const rows = this.messageRows(statement, { queueId, now: params.now, limit: params.limit });
     return rows.map(toStoredMessage);
   }
 
@@ -608,10 +639,7 @@ export class SqliteStore implements Store {
     return this.writes.run(() => {
       const source = this.requireQueue(params.queue);
       const args = { queueId: source.queue_id, now: params.now };
-      const candidates = this.stmt(sql.messageSelectMovable).all({
-        ...args,
-        limit: redriveScanMax,
-      }) as MessageRow[];
+      const candidates = this.messageRows(sql.messageSelectMovable, { ...args, limit: redriveScanMax });
       const inFlight = this.stmt(sql.messageSelectInFlightKeys).all(args) as MessageRow[];
       const { rows, held } = notHeldBack(candidates, inFlight, params.max);
       const targets = new Set<string>();
@@ -658,13 +686,13 @@ export class SqliteStore implements Store {
   }): Promise<{ deadLettered: number }> {
     return this.writes.run(() => {
       const queue = this.requireQueue(params.queue);
-      const rows = this.stmt(sql.messageSelectExhausted).all({
+      const rows = this.messageRows(sql.messageSelectExhausted, {
         queueId: queue.queue_id,
         visibleFrom: params.visibleFrom,
         now: params.now,
         maxDeliveries: params.deadLetter.maxDeliveries,
         limit: params.max,
-      }) as MessageRow[];
+      });
       for (const row of rows) this.deadLetterRow(row, queue, params.deadLetter, params.now);
       return { deadLettered: rows.length };
     });

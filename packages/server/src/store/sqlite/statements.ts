@@ -3,6 +3,14 @@
  * parameters and what it returns. Nothing else in the server writes SQL.
  */
 
+/**
+ * The columns of a message row, in the order toMessageRow reads them: statements that return whole
+ * message rows select these, and the store reads them as arrays (better-sqlite3's raw mode), which
+ * costs less per row than an object built column by column.
+ */
+export const messageColumns = `seq, queue_id, id, body, content_type, headers, key, published_at, visible_at,
+  delivery_count, first_delivered_at, lease_token, priority, dedup_id, group_key, head`;
+
 /** Params: name. Returns: the queue row. */
 export const queueSelectByName = `SELECT * FROM queues WHERE name = :name`;
 
@@ -54,7 +62,7 @@ export const messageInsert = `
  * visibility order (ties in index order), skipping those past retention, which the sweep deletes.
  */
 export const messageSelectAvailable = `
-  SELECT * FROM messages
+  SELECT ${messageColumns} FROM messages
   WHERE queue_id = :queueId AND visible_at <= :now AND published_at > :expiredBefore AND priority = 0
   ORDER BY visible_at
   LIMIT :limit`;
@@ -62,7 +70,7 @@ export const messageSelectAvailable = `
 /** Params as messageSelectAvailable. Returns: the available messages above priority 0, highest first,
  * then in visibility order: a standard queue leases these before any of priority 0. */
 export const messageSelectAvailablePrioritized = `
-  SELECT * FROM messages
+  SELECT ${messageColumns} FROM messages
   WHERE queue_id = :queueId AND priority > 0 AND visible_at <= :now AND published_at > :expiredBefore
   ORDER BY priority DESC, visible_at
   LIMIT :limit`;
@@ -70,7 +78,7 @@ export const messageSelectAvailablePrioritized = `
 /** Params as messageSelectAvailable. Returns: a FIFO queue's available group heads, in visibility
  * order: the only messages it can lease. */
 export const messageSelectAvailableHeads = `
-  SELECT * FROM messages
+  SELECT ${messageColumns} FROM messages
   WHERE queue_id = :queueId AND head = 1 AND visible_at <= :now AND published_at > :expiredBefore
   ORDER BY visible_at
   LIMIT :limit`;
@@ -103,7 +111,7 @@ export const dedupDeleteAllOfQueue = `DELETE FROM dedup WHERE queue_id = :queueI
 
 /** Params: queueId, limit. Returns: the oldest messages by arrival, in any state (overflow drops). */
 export const messageSelectOldest = `
-  SELECT * FROM messages WHERE queue_id = :queueId ORDER BY published_at, seq LIMIT :limit`;
+  SELECT ${messageColumns} FROM messages WHERE queue_id = :queueId ORDER BY published_at, seq LIMIT :limit`;
 
 /** Params: queueId, now, limit. Returns: the oldest messages by arrival that are not in flight (a
  * redrive's candidates). */
@@ -112,7 +120,7 @@ export const messageSelectInFlightKeys = `
   SELECT seq, key, group_key FROM messages WHERE queue_id = :queueId AND visible_at > :now AND lease_token IS NOT NULL`;
 
 export const messageSelectMovable = `
-  SELECT * FROM messages WHERE queue_id = :queueId AND (visible_at <= :now OR lease_token IS NULL)
+  SELECT ${messageColumns} FROM messages WHERE queue_id = :queueId AND (visible_at <= :now OR lease_token IS NULL)
   ORDER BY published_at, seq LIMIT :limit`;
 
 /**
@@ -132,7 +140,7 @@ export const messageLeaseMany = `
 
 /** Params: seq, queueId, leaseToken. Returns: the row if the receipt names its latest lease. */
 export const messageSelectByReceipt = `
-  SELECT * FROM messages WHERE seq = :seq AND queue_id = :queueId AND lease_token = :leaseToken`;
+  SELECT ${messageColumns} FROM messages WHERE seq = :seq AND queue_id = :queueId AND lease_token = :leaseToken`;
 
 /** Params: seq, queueId, leaseToken. Deletes the row if the receipt names its latest lease (an ack).
  * Returns: { group_key } of the deleted row, or no row when the receipt is stale. */
@@ -166,7 +174,7 @@ export const messageDeleteExpired = `
  * [visibleFrom, now] and that have used every delivery.
  */
 export const messageSelectExhausted = `
-  SELECT * FROM messages
+  SELECT ${messageColumns} FROM messages
   WHERE queue_id = :queueId AND visible_at >= :visibleFrom AND visible_at <= :now
     AND lease_token IS NOT NULL AND delivery_count >= :maxDeliveries
   LIMIT :limit`;
@@ -195,16 +203,16 @@ export const messageNextVisibleAt = `
 
 /** Params: queueId, now, limit. Peek at available messages. */
 export const messagePeekAvailable = `
-  SELECT * FROM messages WHERE queue_id = :queueId AND visible_at <= :now ORDER BY visible_at LIMIT :limit`;
+  SELECT ${messageColumns} FROM messages WHERE queue_id = :queueId AND visible_at <= :now ORDER BY visible_at LIMIT :limit`;
 
 /** Params: queueId, now, limit. Peek at delayed messages. */
 export const messagePeekDelayed = `
-  SELECT * FROM messages WHERE queue_id = :queueId AND visible_at > :now AND lease_token IS NULL
+  SELECT ${messageColumns} FROM messages WHERE queue_id = :queueId AND visible_at > :now AND lease_token IS NULL
   ORDER BY visible_at LIMIT :limit`;
 
 /** Params: queueId, now, limit. Peek at in-flight messages. */
 export const messagePeekInFlight = `
-  SELECT * FROM messages WHERE queue_id = :queueId AND visible_at > :now AND lease_token IS NOT NULL
+  SELECT ${messageColumns} FROM messages WHERE queue_id = :queueId AND visible_at > :now AND lease_token IS NOT NULL
   ORDER BY visible_at LIMIT :limit`;
 
 /** Params: name. Returns: the exchange row. */
