@@ -5,7 +5,7 @@
  * behind.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -42,6 +42,21 @@ process.on("exit", () => {
   for (const child of liveChildren) child.kill("SIGKILL");
 });
 
+/**
+ * The node flags the `hopper` command runs with, from its first line (`#!/usr/bin/env -S node …`), so
+ * the bench runs the server as a user's `hopper serve` does.
+ */
+function serverNodeFlags(): string[] {
+  const firstLine = readFileSync(serverMainPath, "utf8").split("\n", 1)[0] ?? "";
+  const match = /^#!\/usr\/bin\/env -S node(.*)$/.exec(firstLine);
+  return match
+    ? (match[1] as string)
+        .trim()
+        .split(/\s+/)
+        .filter((flag) => flag !== "")
+    : [];
+}
+
 /** Starts the server and resolves once it has printed its URL. */
 export async function startBenchServer(options: {
   store: ServerStore;
@@ -49,8 +64,10 @@ export async function startBenchServer(options: {
 }): Promise<BenchServer> {
   const { store } = options;
   const dataDir = store.kind === "sqlite" ? mkdtempSync(join(tmpdir(), "hopper-bench-")) : undefined;
-  const nodeFlags =
-    options.profileDir === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", options.profileDir];
+  const nodeFlags = [
+    ...serverNodeFlags(),
+    ...(options.profileDir === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", options.profileDir]),
+  ];
   const storeFlags =
     store.kind === "sqlite"
       ? ["--data", join(dataDir as string, "hopper.db"), "--durability", store.durability]
