@@ -233,6 +233,84 @@ describe("queue broker", () => {
     assert.equal((await broker.stats("q")).available, 1);
   });
 
+  /** Counts the store's lease calls, each a write transaction. */
+  function countLeases(): () => number {
+    let leases = 0;
+    const lease = store.queueLease.bind(store);
+    store.queueLease = (params) => {
+      leases++;
+      return lease(params);
+    };
+    return () => leases;
+  }
+
+  test("a long poll told the queue drained at an unchanged version waits without a lease", async () => {
+    await broker.putQueue("q", { visibilityTimeoutMs: 5_000 });
+    await broker.send("q", [text("a")]);
+    const version = broker.queueVersion("q");
+    const first = await broker.receive("q", { max: 10, waitMs: 20_000 });
+    assert.equal(first.length, 1, "fewer than asked for: the queue was drained");
+    const leases = countLeases();
+    const received = track(broker.receive("q", { max: 10, waitMs: 20_000, drainedAtVersion: version }));
+    await settle();
+    assert.equal(leases(), 0, "no look that could only find nothing");
+    await broker.send("q", [text("b")]);
+    await settle();
+    assert.deepEqual(
+      received()?.map((message) => message.body.toString()),
+      ["b"],
+    );
+    assert.equal(leases(), 1);
+  });
+
+  test("a drained version that is out of date, or a receive that does not wait, still looks", async () => {
+    await broker.putQueue("q", {});
+    const version = broker.queueVersion("q");
+    await broker.send("q", [text("a")]);
+    assert.notEqual(broker.queueVersion("q"), version, "a send notifies");
+    const afterSend = await broker.receive("q", { max: 10, waitMs: 20_000, drainedAtVersion: version });
+    assert.equal(afterSend.length, 1);
+    await broker.send("q", [text("b")]);
+    const leases = countLeases();
+    const unchanged = broker.queueVersion("q");
+    const noWait = await broker.receive("q", { max: 10, waitMs: 0, drainedAtVersion: unchanged });
+    assert.equal(noWait.length, 1, "a receive without a wait always looks");
+    assert.equal(leases(), 1);
+  });
+
+  test("after a drained look, a nack, an expired lease and a delay falling due each wake the long poll", async () => {
+    await broker.putQueue("q", { visibilityTimeoutMs: 5_000, retry: { initialDelayMs: 0, jitter: "none" } });
+    await broker.send("q", [text("a")]);
+    let version = broker.queueVersion("q");
+    const [a] = await broker.receive("q", { max: 10 });
+    assert.ok(a);
+    // A nack makes "a" available again at once.
+    let received = track(broker.receive("q", { max: 10, waitMs: 20_000, drainedAtVersion: version }));
+    await settle();
+    assert.equal(received(), undefined);
+    await broker.nack("q", [a.receipt]);
+    await settle();
+    assert.equal(received()?.[0]?.id, a.id, "woken by the nack");
+    // The lease just taken expires after 5 s.
+    version = broker.queueVersion("q");
+    received = track(broker.receive("q", { max: 10, waitMs: 20_000, drainedAtVersion: version }));
+    await clock.advance(4_999);
+    assert.equal(received(), undefined);
+    await clock.advance(1);
+    assert.equal(received()?.[0]?.id, a.id, "woken when the lease ran out");
+    // A message sent with a delay falls due.
+    const [again] = received() ?? [];
+    assert.ok(again);
+    await broker.ack("q", [again.receipt]);
+    await broker.send("q", [text("later", { delayMs: 3_000 })]);
+    version = broker.queueVersion("q");
+    received = track(broker.receive("q", { max: 10, waitMs: 20_000, drainedAtVersion: version }));
+    await clock.advance(2_999);
+    assert.equal(received(), undefined);
+    await clock.advance(1);
+    assert.equal(received()?.[0]?.body.toString(), "later", "woken when the delay ended");
+  });
+
   test("messages leased for a caller that left are handed back at once", async () => {
     await broker.putQueue("q", {});
     await broker.send("q", [text("a")]);

@@ -408,6 +408,12 @@ export class QueueBroker {
       countAsConsumer?: boolean;
       /** At most once: the messages are deleted as they are leased, and lost if the caller fails. */
       autoAck?: boolean;
+      /**
+       * The queue's version (queueVersion) read before an earlier receive that took fewer than it
+       * asked for, so found the queue drained. If no notification came since, a long poll skips its
+       * first look, which could only find nothing, and waits at once.
+       */
+      drainedAtVersion?: number;
     },
   ): Promise<LeasedMessage[]> {
     const max = options.max ?? 1;
@@ -420,9 +426,14 @@ export class QueueBroker {
     const counted = options.countAsConsumer !== false;
     if (counted) this.consumerOpened(name);
     try {
-      for (;;) {
+      for (let look = 0; ; look++) {
         const version = this.waiters.version(name);
-        const leased = await this.lease(queue, max, options.visibilityTimeoutMs, options.autoAck);
+        // Whatever makes messages available notifies (a send, a nack, a move, another node's commit,
+        // a delay or lease falling due through the scheduler), so an unchanged version after a drained
+        // look means there is nothing to take yet. Only a long poll skips: it then waits below, having
+        // offered the scheduler the next time something falls due.
+        const skip = look === 0 && waitMs > 0 && options.drainedAtVersion === version;
+        const leased = skip ? [] : await this.lease(queue, max, options.visibilityTimeoutMs, options.autoAck);
         if (options.signal?.aborted && !options.autoAck) {
           // The caller left while the lease was being taken: hand the messages back at once rather
           // than let them wait out a lease nobody holds.
@@ -444,6 +455,11 @@ export class QueueBroker {
     } finally {
       if (counted) this.consumerClosed(name);
     }
+  }
+
+  /** Counts the notifications that the queue may have messages to take; see receive's drainedAtVersion. */
+  queueVersion(name: string): number {
+    return this.waiters.version(name);
   }
 
   /**
