@@ -4,9 +4,10 @@ import { parseBenchOptions } from "./options.js";
 
 test("compare runs every target by default, Hopper first", () => {
   const { runs } = parseBenchOptions(["compare"]);
-  assert.equal(runs.length, 10);
+  assert.equal(runs.length, 11);
   assert.deepEqual(runs[0], { target: "hopper", store: "sqlite", consumer: "pull" });
   assert.deepEqual(runs[1], { target: "hopper", store: "sqlite", consumer: "push" });
+  assert.deepEqual(runs[3], { target: "hopper", store: "postgres", nodes: 1, consumer: "push" });
   assert.ok(runs.some((run) => run.target === "rabbitmq" && run.queueType === "quorum"));
 });
 

@@ -60,23 +60,34 @@ const brokerRuns = {
 } satisfies Record<string, () => RunSpec>;
 
 /**
- * compare's runs: Hopper on SQLite by pull and by push, Hopper on PostgreSQL (1 node, pull), the two
+ * compare's runs: Hopper on SQLite by pull and by push, Hopper on PostgreSQL (1 node, pull and push), the two
  * PostgreSQL peers and the other brokers, in this order unless --targets names others.
  */
 const compareAllRuns = {
   "hopper-sqlite": () => ({ target: "hopper", store: "sqlite", consumer: "pull" }),
   "hopper-sqlite-push": () => ({ target: "hopper", store: "sqlite", consumer: "push" }),
   "hopper-pg": () => ({ target: "hopper", store: "postgres", nodes: 1, consumer: "pull" }),
+  "hopper-pg-push": () => ({ target: "hopper", store: "postgres", nodes: 1, consumer: "push" }),
   skiplocked: () => ({ target: "skiplocked" }),
   pgboss: () => ({ target: "pgboss" }),
   ...brokerRuns,
 } satisfies Record<string, () => RunSpec>;
 
-/** compare-pg's runs, by the names `--targets` takes. Hopper consumes by pull there, as the peers do. */
+/**
+ * compare-pg's runs, by the names `--targets` takes. Hopper consumes by pull (long polls, as the peers
+ * poll) and, in the -push runs, over WebSockets, as a Hopper worker would.
+ */
 const compareRuns = {
   "hopper-sqlite": () => ({ target: "hopper", store: "sqlite", consumer: "pull" }),
   "hopper-pg": () => ({ target: "hopper", store: "postgres", nodes: 1, consumer: "pull" }),
+  "hopper-pg-push": () => ({ target: "hopper", store: "postgres", nodes: 1, consumer: "push" }),
   "hopper-pg-cluster": (nodes: number) => ({ target: "hopper", store: "postgres", nodes, consumer: "pull" }),
+  "hopper-pg-cluster-push": (nodes: number) => ({
+    target: "hopper",
+    store: "postgres",
+    nodes,
+    consumer: "push",
+  }),
   skiplocked: () => ({ target: "skiplocked" }),
   pgboss: () => ({ target: "pgboss" }),
 } satisfies Record<string, (nodes: number) => RunSpec>;

@@ -178,9 +178,12 @@ export class PostgresStore implements Store {
     // fresh statistics (autovacuum off, or a queue that grew fast) the planner prefers a bitmap scan
     // and a sort of every available row for the lease query, whose cost then grows with the queue's
     // depth; turning bitmap scans off for Hopper's own sessions keeps the plans it was written for.
+    // Generic plans: a prepared statement is planned once per connection, not again for each set of
+    // values (PostgreSQL's default re-plans a statement whose custom plans look cheaper, which the
+    // lease statement's do). W2 on one node: p99 7.95-8.86 ms against 11.4-11.8 (docs/benchmarks.md).
     const connection = {
       connectionString: options.url,
-      options: `-c search_path=${schema} -c enable_bitmapscan=off`,
+      options: `-c search_path=${schema} -c enable_bitmapscan=off -c plan_cache_mode=force_generic_plan`,
       types,
     };
     this.pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10 });
