@@ -584,9 +584,9 @@ const leaseAround = (candidates: string) => `
  * 0 first, highest first, then those of priority 0, each in visibility order.
  * $1 name, $2 now, $3 expiredBefore, $4 max, $5 inFlightMax, $6 maxDeliveries, $7 leaseExpiresAt,
  * $8 tokenBase (48 random bits: the n-th message leased gets tokenBase + n, so the tokens of one call
- * differ, and a later lease's differ from an earlier one's but by chance), $9 shard. Returns: no row when there is no such queue; else the
- * queue's kind (a FIFO queue is left alone) with one row per leased message (or one row of NULLs), each
- * with `exhausted` and `lease_index`.
+ * differ, and a later lease's differ from an earlier one's but by chance), $9 shard. Returns: no row
+ * when there is no such queue; else the queue's kind (a FIFO queue is left alone) with one row per
+ * leased message (or one row of NULLs), each with `exhausted` and `lease_index`.
  */
 export const queueLeaseStatement = leaseAround(`
   prioritized AS (

@@ -120,12 +120,12 @@ export const dedupDeleteAllOfQueue = `DELETE FROM dedup WHERE queue_id = :queueI
 export const messageSelectOldest = `
   SELECT ${messageColumns} FROM messages WHERE queue_id = :queueId ORDER BY published_at, seq LIMIT :limit + 0`;
 
-/** Params: queueId, now, limit. Returns: the oldest messages by arrival that are not in flight (a
- * redrive's candidates). */
 /** Params: queueId, now. Returns: { seq, key, group_key } of the messages in flight. */
 export const messageSelectInFlightKeys = `
   SELECT seq, key, group_key FROM messages WHERE queue_id = :queueId AND visible_at > :now AND lease_token IS NOT NULL`;
 
+/** Params: queueId, now, limit. Returns: the oldest messages by arrival that are not in flight (a
+ * redrive's candidates). */
 export const messageSelectMovable = `
   SELECT ${messageColumns} FROM messages WHERE queue_id = :queueId AND (visible_at <= :now OR lease_token IS NULL)
   ORDER BY published_at, seq LIMIT :limit + 0`;
