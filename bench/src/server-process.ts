@@ -46,8 +46,8 @@ process.on("exit", () => {
  * The node flags the `hopper` command runs with, from its first line (`#!/usr/bin/env -S node …`), so
  * the bench runs the server as a user's `hopper serve` does.
  */
-function serverNodeFlags(): string[] {
-  const firstLine = readFileSync(serverMainPath, "utf8").split("\n", 1)[0] ?? "";
+export function serverNodeFlags(mainPath = serverMainPath): string[] {
+  const firstLine = readFileSync(mainPath, "utf8").split("\n", 1)[0] ?? "";
   const match = /^#!\/usr\/bin\/env -S node(.*)$/.exec(firstLine);
   return match
     ? (match[1] as string)
