@@ -489,13 +489,13 @@ export const bindingDeleteByDestination = `DELETE FROM bindings WHERE destinatio
 /**
  * One send into a standard queue as one statement, so one round trip and one implicit transaction:
  * lock the queue row against deletion, insert the messages in array order, add to a counter shard.
- * (The wake-up NOTIFY goes after the commit, from the store: see PostgresStore.announceCommitted.) It
- * writes only if the queue is standard, and says which kind it found: a FIFO queue of that name (one
+ * It writes only if the queue is standard, and says which kind it found: a FIFO queue of that name (one
  * deleted and created again, perhaps on another node) takes the transactional path instead.
  * $1 name, $2 ids, $3 bodies, $4 contentTypes, $5 headers, $6 keys, $7 priorities, $8 publishedAts,
- * $9 visibleAts, $10 shard. Returns: { queue_id, kind } when the queue exists, else no row.
+ * $9 visibleAts, $10 shard; with `notify`, also $11 channel and $12 payload of the wake-up NOTIFY,
+ * sent by the same commit. Returns: { queue_id, kind } when the queue exists, else no row.
  */
-export const queueSendStatement = `
+const queueSend = (notify: boolean) => `
   WITH q AS (SELECT queue_id, kind FROM queues WHERE name = $1 FOR KEY SHARE),
   inserted AS (
     INSERT INTO messages (queue_id, id, body, content_type, headers, key, priority, published_at, visible_at)
@@ -511,7 +511,19 @@ export const queueSendStatement = `
     SELECT queue_id, $10, cardinality($2::text[]) FROM q WHERE q.kind = 'standard'
     ON CONFLICT (queue_id, shard) DO UPDATE SET published = c.published + excluded.published
   )
-  SELECT queue_id, kind FROM q`;
+  SELECT queue_id, kind${
+    notify ? `, CASE WHEN kind = 'standard' THEN pg_notify($11, $12) END AS notified` : ""
+  } FROM q`;
+
+/** The send with its wake-up NOTIFY sent separately, after the commit (PostgresStore.announceCommitted). */
+export const queueSendStatement = queueSend(false);
+
+/**
+ * The send that NOTIFYs in its own commit: one round trip where the separate NOTIFY takes two. Used
+ * only while no other write of the node is in flight, since PostgreSQL serializes the commits of
+ * transactions that NOTIFY (PostgresStore.queueSendInOneStatement).
+ */
+export const queueSendNotifyingStatement = queueSend(true);
 
 /**
  * One ack batch in a standard queue as one statement: delete each row whose latest lease the
