@@ -5,18 +5,19 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { serverNodeFlags } from "./server-process.js";
 
-test("the bench runs the server with the node flags of hopper's first line", () => {
+test("the bench runs the server with the node flags of npm start", () => {
   assert.ok(
     serverNodeFlags().some((flag) => flag.startsWith("--max-semi-space-size=")),
-    "the built server's shebang names its young-generation size",
+    "npm start names the server's young-generation size",
   );
   const dir = mkdtempSync(join(tmpdir(), "hopper-bench-flags-"));
   try {
-    const main = join(dir, "main.js");
-    writeFileSync(main, "#!/usr/bin/env -S node  --a=1 --b\nconsole.log(1);\n");
-    assert.deepEqual(serverNodeFlags(main), ["--a=1", "--b"]);
-    writeFileSync(main, "#!/usr/bin/env node\nconsole.log(1);\n");
-    assert.deepEqual(serverNodeFlags(main), []);
+    const packagePath = join(dir, "package.json");
+    const withStart = (start: string) => writeFileSync(packagePath, JSON.stringify({ scripts: { start } }));
+    withStart("npm run build && node  --a=1 --b packages/server/dist/cli/main.js serve");
+    assert.deepEqual(serverNodeFlags(packagePath), ["--a=1", "--b"]);
+    withStart("node packages/server/dist/cli/main.js serve");
+    assert.deepEqual(serverNodeFlags(packagePath), []);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -42,19 +42,19 @@ process.on("exit", () => {
   for (const child of liveChildren) child.kill("SIGKILL");
 });
 
+const rootPackagePath = fileURLToPath(new URL("../../package.json", import.meta.url));
+
 /**
- * The node flags the `hopper` command runs with, from its first line (`#!/usr/bin/env -S node …`), so
- * the bench runs the server as a user's `hopper serve` does.
+ * The node flags that `npm start` runs the server with (`node <flags> packages/server/dist/cli/main.js
+ * serve` in the root package.json), so the bench runs the server as the README's way of starting it
+ * does (docs/architecture.md "The Node process").
  */
-export function serverNodeFlags(mainPath = serverMainPath): string[] {
-  const firstLine = readFileSync(mainPath, "utf8").split("\n", 1)[0] ?? "";
-  const match = /^#!\/usr\/bin\/env -S node(.*)$/.exec(firstLine);
-  return match
-    ? (match[1] as string)
-        .trim()
-        .split(/\s+/)
-        .filter((flag) => flag !== "")
-    : [];
+export function serverNodeFlags(packagePath = rootPackagePath): string[] {
+  const { scripts } = JSON.parse(readFileSync(packagePath, "utf8")) as { scripts?: Record<string, string> };
+  const match = /\bnode((?:\s+--\S+)*)\s+packages\/server\/dist\/cli\/main\.js serve\b/.exec(
+    scripts?.start ?? "",
+  );
+  return match ? (match[1] as string).split(/\s+/).filter((flag) => flag !== "") : [];
 }
 
 /** Starts the server and resolves once it has printed its URL. */

@@ -1,10 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=32
-/*
- * The node flag (the same in the root package.json's start script, and read from this line by the
- * bench): a young generation of 2 × 32 MiB instead of 2 × 16. A broker allocates a few short-lived
- * objects per message (rows, frames, strings); a larger nursery is scavenged half as often, and W1,
- * W3 enqueue and W3 drain gained 5-8 % of throughput with it (docs/benchmarks.md).
- */
+#!/usr/bin/env node
 /** The `hopper` command. */
 import { Command } from "commander";
 import { addDlqCommands } from "./dlq-commands.js";
