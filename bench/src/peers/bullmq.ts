@@ -16,7 +16,7 @@ import { packageVersion } from "../package-version.js";
 import type { Delivery, OnMessage, QueueConnection, QueueTarget } from "../target.js";
 import { startPrivateRedis } from "./redis-server.js";
 import { redisVersion } from "./redis-streams.js";
-import { SubscriptionConsumer } from "./subscription-consumer.js";
+import { notPulled, SubscriptionConsumer } from "./subscription-consumer.js";
 
 const prefix = "hopper-bench";
 const jobName = "bench";
@@ -98,11 +98,11 @@ class BullMqPublisher implements QueueConnection {
   }
 
   receive(): Promise<Delivery[]> {
-    return Promise.reject(new Error("BullMQ is consumed by a Worker (consumePush), not by receive"));
+    return notPulled("BullMQ is consumed by a Worker");
   }
 
   ackLater(): Promise<boolean> {
-    return Promise.reject(new Error("BullMQ is consumed by a Worker (consumePush), not by receive"));
+    return notPulled("BullMQ is consumed by a Worker");
   }
 }
 

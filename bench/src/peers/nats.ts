@@ -24,7 +24,7 @@ import { pidsNamed } from "../cpu.js";
 import { consumerUnackedMax, natsRequestTimeoutMs, peerLeaseSeconds } from "../limits.js";
 import { packageVersion } from "../package-version.js";
 import type { Delivery, OnMessage, QueueConnection, QueueTarget } from "../target.js";
-import { SubscriptionConsumer } from "./subscription-consumer.js";
+import { notPulled, SubscriptionConsumer } from "./subscription-consumer.js";
 
 /** Streams (and their one subject) are named for the workload's queue with this prefix. */
 const streamPrefix = "hopper-";
@@ -119,11 +119,11 @@ class NatsPublisher implements QueueConnection {
   }
 
   receive(): Promise<Delivery[]> {
-    return Promise.reject(new Error("JetStream is consumed with consume() (consumePush), not by receive"));
+    return notPulled("JetStream is consumed with consume()");
   }
 
   ackLater(): Promise<boolean> {
-    return Promise.reject(new Error("JetStream is consumed with consume() (consumePush), not by receive"));
+    return notPulled("JetStream is consumed with consume()");
   }
 }
 

@@ -15,7 +15,7 @@ import { type BenchBody, readBenchBody } from "../bench-message.js";
 import { pidsNamed } from "../cpu.js";
 import { packageVersion } from "../package-version.js";
 import type { Delivery, OnMessage, QueueConnection, QueueTarget } from "../target.js";
-import { SubscriptionConsumer } from "./subscription-consumer.js";
+import { notPulled, SubscriptionConsumer } from "./subscription-consumer.js";
 
 export type RabbitQueueType = "classic" | "quorum";
 
@@ -116,11 +116,11 @@ class RabbitPublisher implements QueueConnection {
   }
 
   receive(): Promise<Delivery[]> {
-    return Promise.reject(new Error("RabbitMQ is consumed with basic.consume (consumePush), not by receive"));
+    return notPulled("RabbitMQ is consumed with basic.consume");
   }
 
   ackLater(): Promise<boolean> {
-    return Promise.reject(new Error("RabbitMQ is consumed with basic.consume (consumePush), not by receive"));
+    return notPulled("RabbitMQ is consumed with basic.consume");
   }
 }
 

@@ -10,6 +10,14 @@ import { peerStopTimeoutMs } from "../limits.js";
 import { Wakeup } from "../progress.js";
 import type { BenchConsumer, Delivery, OnMessage } from "../target.js";
 
+/**
+ * The answer of `receive` and `ackLater` on a peer whose library only pushes: `how` names the way it is
+ * consumed instead (through consumePush).
+ */
+export function notPulled(how: string): Promise<never> {
+  return Promise.reject(new Error(`${how} (consumePush), not by receive`));
+}
+
 /** What the driver does for the consumer once its subscription is set up. */
 export interface SubscriptionHooks {
   /** Stops the subscription; what is unacked goes back to the broker. */

@@ -65,6 +65,20 @@ export class HopperError extends Error {
   }
 }
 
+/** The queue of that name does not exist. */
+export function queueNotFound(queue: string): HopperError {
+  return new HopperError("queue_not_found", `Queue "${queue}" does not exist.`, { queue });
+}
+
+/** The queue holds `depth` of at most `maxDepth` messages and refuses more (overflow "reject"). */
+export function queueFull(queue: string, maxDepth: number, depth: number): HopperError {
+  return new HopperError("queue_full", `Queue "${queue}" holds ${depth} of at most ${maxDepth} messages.`, {
+    queue,
+    maxDepth,
+    depth,
+  });
+}
+
 /** Asserts a programmer's invariant; a failure is a bug and crashes loudly. */
 export function invariant(condition: unknown, message: string): asserts condition {
   if (!condition) throw new Error(`invariant violated: ${message}`);

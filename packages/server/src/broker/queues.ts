@@ -3,7 +3,7 @@
  * decides lease lengths, retry delays, dead-lettering and when long polls wake. It knows no protocol.
  */
 import type { Clock } from "../clock.js";
-import { HopperError } from "../errors.js";
+import { HopperError, queueNotFound } from "../errors.js";
 import { uuidv7Generator } from "../ids.js";
 import { limits } from "../limits.js";
 import type { Random } from "../random.js";
@@ -176,7 +176,7 @@ export class QueueBroker {
     const cached = this.queues.get(name);
     if (cached) return cached;
     const stored = await this.store.queueGet({ name });
-    if (!stored) throw new HopperError("queue_not_found", `Queue "${name}" does not exist.`, { queue: name });
+    if (!stored) throw queueNotFound(name);
     this.queues.set(name, stored);
     return stored;
   }
@@ -209,7 +209,7 @@ export class QueueBroker {
 
   async getQueue(name: string): Promise<QueueInfo> {
     const queue = await this.store.queueGet({ name });
-    if (!queue) throw new HopperError("queue_not_found", `Queue "${name}" does not exist.`, { queue: name });
+    if (!queue) throw queueNotFound(name);
     return this.describe(queue);
   }
 

@@ -4,7 +4,17 @@
  * them reaches the target before it. Messages without a key in a standard queue have no order to keep.
  * Both stores pick a redrive step's messages through this.
  */
+import { HopperError } from "../errors.js";
 import type { MessageRow } from "./rows.js";
+
+/** A redrive step without `to` stops before a message that does not name the queue it came from. */
+export function noRedriveTarget(id: string): HopperError {
+  return new HopperError(
+    "invalid_request",
+    `Message ${id} has no x-original-queue header to return to; redrive it with "to".`,
+    { id },
+  );
+}
 
 /** What orders a row among its queue's messages for a redrive: its key, or in a FIFO queue its group. */
 function orderKey(row: Pick<MessageRow, "key" | "group_key">): string | null {

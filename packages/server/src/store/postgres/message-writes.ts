@@ -24,7 +24,7 @@
  * that sendInTransaction wrote into is the application's to retry).
  */
 import type pg from "pg";
-import { HopperError, invariant } from "../../errors.js";
+import { invariant, queueFull } from "../../errors.js";
 import { limits } from "../../limits.js";
 import { type CounterColumns, type MessageRow, toQueueCounters, toStoredMessage } from "../rows.js";
 import {
@@ -74,12 +74,34 @@ function withNumbers(row: MessageRow): MessageRow {
   };
 }
 
-export function queueFull(queue: string, maxDepth: number, depth: number): HopperError {
-  return new HopperError("queue_full", `Queue "${queue}" holds ${depth} of at most ${maxDepth} messages.`, {
-    queue,
-    maxDepth,
-    depth,
-  });
+/**
+ * A batch of messages as the column arrays that the inserts' `unnest(…)` takes, in one pass; headers
+ * as JSON text, or NULL when there are none.
+ */
+export function messageColumns(messages: readonly NewMessage[]) {
+  const columns = {
+    ids: [] as string[],
+    bodies: [] as Buffer[],
+    contentTypes: [] as string[],
+    headers: [] as (string | null)[],
+    keys: [] as (string | null)[],
+    priorities: [] as number[],
+    dedupIds: [] as (string | null)[],
+    publishedAts: [] as number[],
+    visibleAts: [] as number[],
+  };
+  for (const m of messages) {
+    columns.ids.push(m.id);
+    columns.bodies.push(m.body);
+    columns.contentTypes.push(m.contentType);
+    columns.headers.push(Object.keys(m.headers).length > 0 ? JSON.stringify(m.headers) : null);
+    columns.keys.push(m.key);
+    columns.priorities.push(m.priority);
+    columns.dedupIds.push(m.dedupId);
+    columns.publishedAts.push(m.publishedAt);
+    columns.visibleAts.push(m.visibleAt);
+  }
+  return columns;
 }
 
 /** The group key of a message in a FIFO queue: its key, or "" for the keyless group. */
@@ -189,18 +211,19 @@ export class MessageWrites {
     const statement = options.counted
       ? this.statements.messageInsertManyCounted
       : this.statements.messageInsertMany;
+    const columns = messageColumns(messages);
     await client.query(statement, [
       queue.queueId,
       queue.kind === "fifo",
-      messages.map((m) => m.id),
-      messages.map((m) => m.body),
-      messages.map((m) => m.contentType),
-      messages.map((m) => (Object.keys(m.headers).length > 0 ? JSON.stringify(m.headers) : null)),
-      messages.map((m) => m.key),
-      messages.map((m) => m.priority),
-      messages.map((m) => m.dedupId),
-      messages.map((m) => m.publishedAt),
-      messages.map((m) => m.visibleAt),
+      columns.ids,
+      columns.bodies,
+      columns.contentTypes,
+      columns.headers,
+      columns.keys,
+      columns.priorities,
+      columns.dedupIds,
+      columns.publishedAts,
+      columns.visibleAts,
       ...(options.counted ? [this.counterShard()] : []),
     ]);
   }

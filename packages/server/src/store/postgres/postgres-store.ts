@@ -7,11 +7,11 @@
  */
 import { createHash } from "node:crypto";
 import pg from "pg";
-import { HopperError, invariant } from "../../errors.js";
+import { HopperError, invariant, queueFull, queueNotFound } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
-import { notHeldBack, redriveScanMax } from "../redrive-order.js";
+import { noRedriveTarget, notHeldBack, redriveScanMax } from "../redrive-order.js";
 import { type MessageRow, type QueueRow, toQueueRecord, toStoredMessage } from "../rows.js";
 import {
   type BindingDestination,
@@ -34,7 +34,7 @@ import {
   type StoreEvent,
 } from "../store.js";
 import { StoreEvents } from "./events.js";
-import { groupKeyOf, type LockedQueue, MessageWrites, queueFull } from "./message-writes.js";
+import { groupKeyOf, type LockedQueue, MessageWrites, messageColumns } from "./message-writes.js";
 import { checkSchemaName, counterShards, migrations } from "./schema.js";
 import * as sql from "./statements.js";
 
@@ -103,18 +103,6 @@ function toExchangeRecord(row: ExchangeRow): ExchangeRecord {
   };
 }
 
-function notFound(name: string): HopperError {
-  return new HopperError("queue_not_found", `Queue "${name}" does not exist.`, { queue: name });
-}
-
-function noRedriveTarget(id: string): HopperError {
-  return new HopperError(
-    "invalid_request",
-    `Message ${id} has no x-original-queue header to return to; redrive it with "to".`,
-    { id },
-  );
-}
-
 /** Queue names in one order on every node: the order in which a call locks several queue rows. */
 function compareNames(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
@@ -137,6 +125,9 @@ function receiptResults(
 }
 
 type LeaseParams = Parameters<Store["queueLease"]>[0];
+type MoveParams = Parameters<Store["queueMove"]>[0];
+type MoveResult = Awaited<ReturnType<Store["queueMove"]>>;
+type DeadLetterExhaustedParams = Parameters<Store["queueDeadLetterExhausted"]>[0];
 
 /** A target of a redrive step, locked, with its policy and its depth as the step fills it. */
 interface MoveTarget {
@@ -375,11 +366,11 @@ export class PostgresStore implements Store {
     });
   }
 
-  /** Announces `queue` (announceCommitted) once the transaction on `client` has committed. */
-  private announceOnCommit(client: Client, queue: string): void {
-    const queues = this.announcementsOf.get(client) ?? [];
-    queues.push(queue);
-    this.announcementsOf.set(client, queues);
+  /** Announces the queues (announceCommitted) once the transaction on `client` has committed. */
+  private announceOnCommit(client: Client, ...queues: readonly string[]): void {
+    const announced = this.announcementsOf.get(client) ?? [];
+    announced.push(...queues);
+    this.announcementsOf.set(client, announced);
   }
 
   /** Queues a notification that other nodes receive when (and only if) the transaction commits. */
@@ -392,7 +383,7 @@ export class PostgresStore implements Store {
 
   private async lockQueueShared(client: Client, name: string): Promise<LockedQueue> {
     const queue = await this.writes.lockQueue(client, name, "share");
-    if (!queue) throw notFound(name);
+    if (!queue) throw queueNotFound(name);
     this.hintKind(name, queue.kind);
     return queue;
   }
@@ -462,7 +453,7 @@ export class PostgresStore implements Store {
   queueDelete(params: { name: string }): Promise<{ removed: number }> {
     return this.transaction(async (client) => {
       const queue = (await client.query<{ queue_id: number }>(sql.queueLockExclusive, [params.name])).rows[0];
-      if (!queue) throw notFound(params.name);
+      if (!queue) throw queueNotFound(params.name);
       const sources = (
         await client.query<{ name: string }>(sql.queueSelectDeadLetterSources, [params.name])
       ).rows.map((row) => row.name);
@@ -490,7 +481,7 @@ export class PostgresStore implements Store {
       oldest: number | null;
     }>(sql.queueDepthByName, [params.name, params.now]);
     const row = rows[0];
-    if (!row) throw notFound(params.name);
+    if (!row) throw queueNotFound(params.name);
     return {
       available: row.available,
       delayed: row.delayed,
@@ -524,6 +515,7 @@ export class PostgresStore implements Store {
   /** Returns undefined, having written nothing, when the queue is FIFO. */
   private async queueSendInOneStatement(send: QueueSend): Promise<{ ids: string[] } | undefined> {
     const { messages } = send;
+    const columns = messageColumns(messages);
     // Alone on this node (no other call holds or awaits a connection), the send NOTIFYs in its own
     // commit: one round trip instead of two. Otherwise the NOTIFY goes after the commit, shared by the
     // sends of one turn, since PostgreSQL serializes the commits of transactions that NOTIFY.
@@ -535,24 +527,24 @@ export class PostgresStore implements Store {
       alone ? sql.queueSendNotifyingStatement : sql.queueSendStatement,
       [
         send.queue,
-        messages.map((m) => m.id),
-        messages.map((m) => m.body),
-        messages.map((m) => m.contentType),
-        messages.map((m) => (Object.keys(m.headers).length > 0 ? JSON.stringify(m.headers) : null)),
-        messages.map((m) => m.key),
-        messages.map((m) => m.priority),
-        messages.map((m) => m.publishedAt),
-        messages.map((m) => m.visibleAt),
+        columns.ids,
+        columns.bodies,
+        columns.contentTypes,
+        columns.headers,
+        columns.keys,
+        columns.priorities,
+        columns.publishedAts,
+        columns.visibleAts,
         this.counterShard(),
         ...notify,
       ],
     );
     const row = rows[0];
-    if (!row) throw notFound(send.queue);
+    if (!row) throw queueNotFound(send.queue);
     this.hintKind(send.queue, row.kind);
     if (row.kind !== "standard") return undefined;
     if (!alone) this.announceCommitted(send.queue);
-    return { ids: messages.map((m) => m.id) };
+    return { ids: columns.ids };
   }
 
   private queueSendInTransaction(params: { sends: QueueSend[]; now: number }): Promise<{ ids: string[] }[]> {
@@ -570,7 +562,7 @@ export class PostgresStore implements Store {
           send.queue,
           send.policy.overflow ? "depth" : "share",
         );
-        if (!queue) throw notFound(send.queue);
+        if (!queue) throw queueNotFound(send.queue);
         this.hintKind(send.queue, queue.kind);
         const { ids, written } = await this.writes.send(
           client,
@@ -580,7 +572,7 @@ export class PostgresStore implements Store {
           params.now,
         );
         results[index] = { ids };
-        for (const name of written) this.announceOnCommit(client, name);
+        this.announceOnCommit(client, ...written);
       }
       return results;
     });
@@ -662,7 +654,7 @@ export class PostgresStore implements Store {
       this.counterShard(),
     ]);
     const first = rows[0];
-    if (!first) throw notFound(params.queue);
+    if (!first) throw queueNotFound(params.queue);
     this.hintKind(params.queue, first.kind);
     const messages = rows
       .filter((row) => row.lease_index !== null)
@@ -725,7 +717,7 @@ export class PostgresStore implements Store {
             params.now,
             locked?.targets,
           );
-          for (const name of written) this.announceOnCommit(client, name);
+          this.announceOnCommit(client, ...written);
           deadLettered += exhausted.length;
         }
         messages.push(
@@ -882,7 +874,7 @@ export class PostgresStore implements Store {
       this.counterShard(),
     ]);
     const row = rows[0];
-    if (!row || row.queue_id === null || row.kind === null) throw notFound(params.queue);
+    if (!row || row.queue_id === null || row.kind === null) throw queueNotFound(params.queue);
     this.hintKind(params.queue, row.kind);
     if (row.kind !== "standard") return this.queueAckInTransaction(params);
     return receiptResults(
@@ -907,7 +899,7 @@ export class PostgresStore implements Store {
           seqs,
         ])
       ).rows[0];
-      if (!queue) throw notFound(params.queue);
+      if (!queue) throw queueNotFound(params.queue);
       this.hintKind(params.queue, queue.kind);
       await this.writes.lockGroups(
         client,
@@ -962,7 +954,7 @@ export class PostgresStore implements Store {
           "max_deliveries",
           params.now,
         );
-        for (const name of written) this.announceOnCommit(client, name);
+        this.announceOnCommit(client, ...written);
       }
       if (retried.length > 0) {
         await client.query(sql.messageReleaseMany, [
@@ -1003,7 +995,7 @@ export class PostgresStore implements Store {
   }): Promise<StoredMessage[]> {
     const queueId = (await this.statement<{ queue_id: number }>(sql.queueSelectId, [params.queue])).rows[0]
       ?.queue_id;
-    if (queueId === undefined) throw notFound(params.queue);
+    if (queueId === undefined) throw queueNotFound(params.queue);
     const statement = {
       available: sql.messagePeekAvailable,
       delayed: sql.messagePeekDelayed,
@@ -1022,7 +1014,7 @@ export class PostgresStore implements Store {
     return this.transaction(async (client) => {
       const queue = (await client.query<{ queue_id: number }>(sql.queueLockExclusive, [params.queue]))
         .rows[0];
-      if (!queue) throw notFound(params.queue);
+      if (!queue) throw queueNotFound(params.queue);
       const purged = (await client.query(sql.messageDeleteAllOfQueue, [queue.queue_id])).rowCount ?? 0;
       await this.writes.addCounters(client, queue.queue_id, { purged });
       return { purged };
@@ -1073,13 +1065,7 @@ export class PostgresStore implements Store {
    * read first, so that the target queues (in name order), then every FIFO group involved (in one
    * statement), then the message rows are locked, as message-writes.ts orders locks.
    */
-  queueMove(params: {
-    queue: string;
-    to: string | null;
-    max: number;
-    now: number;
-    policies: ReadonlyMap<string, SendPolicy>;
-  }): Promise<{ moved: number; held: number; targets: string[]; stoppedBy: HopperError | null }> {
+  queueMove(params: MoveParams): Promise<MoveResult> {
     return this.transaction(async (client) => {
       const source = await this.lockQueueShared(client, params.queue);
       const { rows: scanned } = await client.query<MessageRow>(sql.messageSelectMovable, [
@@ -1117,7 +1103,7 @@ export class PostgresStore implements Store {
         const messages = moved.filter((move) => move.target === target).map(({ message }) => message);
         const policy = { dedupWindowMs: 0, overflow: target.policy.overflow };
         const { written } = await this.writes.send(client, target.queue, messages, policy, params.now);
-        for (const name of written) this.announceOnCommit(client, name);
+        this.announceOnCommit(client, ...written);
       }
       const { promoted } = await this.writes.remove(
         client,
@@ -1166,7 +1152,7 @@ export class PostgresStore implements Store {
     for (const { seq, message, name } of named) {
       if (name === null) return { moves, stoppedBy: noRedriveTarget(message.id) };
       const target = targets.get(name);
-      if (!target) return { moves, stoppedBy: notFound(name) };
+      if (!target) return { moves, stoppedBy: queueNotFound(name) };
       const overflow = target.policy.overflow;
       if (overflow?.policy === "reject" && target.depth + 1 > overflow.maxDepth) {
         return { moves, stoppedBy: queueFull(name, overflow.maxDepth, target.depth) };
@@ -1182,13 +1168,7 @@ export class PostgresStore implements Store {
    * only in the groups it could lock (at most groupLocksMax), locked with the same groups of FIFO
    * dead-letter queues before any row.
    */
-  queueDeadLetterExhausted(params: {
-    queue: string;
-    visibleFrom: number;
-    now: number;
-    max: number;
-    deadLetter: DeadLetterRoute;
-  }): Promise<{ deadLettered: number }> {
+  queueDeadLetterExhausted(params: DeadLetterExhaustedParams): Promise<{ deadLettered: number }> {
     return this.transaction(async (client) => {
       const queue = await this.lockQueueShared(client, params.queue);
       const window = [
@@ -1222,7 +1202,7 @@ export class PostgresStore implements Store {
         params.now,
         targets,
       );
-      for (const name of written) this.announceOnCommit(client, name);
+      this.announceOnCommit(client, ...written);
       return { deadLettered: rows.length };
     });
   }

@@ -20,7 +20,7 @@ import type pg from "pg";
 import { decodeMessageBody, type MessageBodyInput } from "../../broker/message-body.js";
 import { pushbackRefusal } from "../../broker/queue-attributes.js";
 import { type Clock, systemClock } from "../../clock.js";
-import { HopperError } from "../../errors.js";
+import { HopperError, queueNotFound } from "../../errors.js";
 import { uuidv7Generator } from "../../ids.js";
 import { limits } from "../../limits.js";
 import { type Random, systemRandom } from "../../random.js";
@@ -84,7 +84,7 @@ export async function sendInTransaction(
   }
   const { rows } = await client.query<QueueRow>(sql.queueLockSharedWithCountersIn(schema), [queue]);
   const row = rows[0];
-  if (!row) throw new HopperError("queue_not_found", `Queue "${queue}" does not exist.`, { queue });
+  if (!row) throw queueNotFound(queue);
   const record = toQueueRecord({ ...row, queue_id: Number(row.queue_id) });
   const now = clock.now();
   await checkPushback(client, schema, record, now);
@@ -95,7 +95,7 @@ export async function sendInTransaction(
   const policy = sendPolicyOf(record.attributes, overflowRoute(record));
   const writes = new MessageWrites(schema, () => Math.floor(random.float() * counterShards));
   const locked = await writes.lockQueue(client, queue, policy.overflow ? "depth" : "share");
-  if (!locked) throw new HopperError("queue_not_found", `Queue "${queue}" does not exist.`, { queue });
+  if (!locked) throw queueNotFound(queue);
   // Only a full queue that refuses throws after writing (deduplication claims come first): a savepoint
   // undoes those writes and leaves the application's transaction as it was.
   const refusable = policy.overflow?.policy === "reject";

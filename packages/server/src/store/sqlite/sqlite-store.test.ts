@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { seededRandom } from "../../random.js";
+import { attributes } from "../conformance-fixtures.js";
 import { noSendPolicy } from "../store.js";
 import { exerciseStore } from "../store-conformance.js";
 import { SqliteStore } from "./sqlite-store.js";
@@ -18,21 +19,6 @@ test("sqlite: a file store keeps its messages across reopen, and concurrent writ
   try {
     const path = join(dir, "hopper.db");
     const store = new SqliteStore({ path, random: seededRandom(1) });
-    const attributes = {
-      visibilityTimeoutMs: 30_000,
-      retentionMs: 3_600_000,
-      delayMs: 0,
-      receiveWaitMs: 0,
-      maxMessageBytes: 1024,
-      deadLetter: null,
-      retry: { initialDelayMs: 1000, multiplier: 2, maxDelayMs: 60_000, jitter: "none" as const },
-      maxDepth: null,
-      overflow: "reject" as const,
-      dedupWindowMs: 0,
-      contentBasedDedup: false,
-      pushbackDepth: null,
-      pushbackAgeMs: null,
-    };
     await store.queueUpsert({ name: "q", kind: "standard", attributes, now: 1 });
     const before = store.commitStats;
     await Promise.all(

@@ -5,11 +5,11 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database, { type Database as Db, type Statement } from "better-sqlite3";
-import { HopperError } from "../../errors.js";
+import { HopperError, queueFull, queueNotFound } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
-import { notHeldBack, redriveScanMax } from "../redrive-order.js";
+import { noRedriveTarget, notHeldBack, redriveScanMax } from "../redrive-order.js";
 import { type MessageRow, type QueueRow, toQueueRecord, toStoredMessage } from "../rows.js";
 import {
   type BindingDestination,
@@ -58,19 +58,15 @@ interface ExchangeRow {
   created_at: number;
 }
 
+type MoveParams = Parameters<Store["queueMove"]>[0];
+type MoveResult = Awaited<ReturnType<Store["queueMove"]>>;
+type DeadLetterExhaustedParams = Parameters<Store["queueDeadLetterExhausted"]>[0];
+
 /** SQLite keeps attributes as JSON text. */
 type SqliteQueueRow = QueueRow<string>;
 
 function toSqliteQueueRecord(row: SqliteQueueRow): QueueRecord {
   return toQueueRecord({ ...row, attributes: JSON.parse(row.attributes) as QueueAttributes });
-}
-
-function noRedriveTarget(id: string): HopperError {
-  return new HopperError(
-    "invalid_request",
-    `Message ${id} has no x-original-queue header to return to; redrive it with "to".`,
-    { id },
-  );
 }
 
 /** A message row read as an array of sql.messageColumns, in their order. */
@@ -178,7 +174,7 @@ export class SqliteStore implements Store {
 
   private requireQueue(name: string): SqliteQueueRow {
     const row = this.queueRow(name);
-    if (!row) throw new HopperError("queue_not_found", `Queue "${name}" does not exist.`, { queue: name });
+    if (!row) throw queueNotFound(name);
     return row;
   }
 
@@ -286,11 +282,7 @@ export class SqliteStore implements Store {
     if (overflow?.policy === "reject" && stored.length > 0) {
       const depth = depthOf(toSqliteQueueRecord(queue).counters);
       if (depth + stored.length > overflow.maxDepth) {
-        throw new HopperError(
-          "queue_full",
-          `Queue "${send.queue}" holds ${depth} of at most ${overflow.maxDepth} messages.`,
-          { queue: send.queue, maxDepth: overflow.maxDepth, depth },
-        );
+        throw queueFull(send.queue, overflow.maxDepth, depth);
       }
     }
     for (const message of stored) {
@@ -629,13 +621,7 @@ export class SqliteStore implements Store {
     });
   }
 
-  queueMove(params: {
-    queue: string;
-    to: string | null;
-    max: number;
-    now: number;
-    policies: ReadonlyMap<string, SendPolicy>;
-  }): Promise<{ moved: number; held: number; targets: string[]; stoppedBy: HopperError | null }> {
+  queueMove(params: MoveParams): Promise<MoveResult> {
     return this.writes.run(() => {
       const source = this.requireQueue(params.queue);
       const args = { queueId: source.queue_id, now: params.now };
@@ -652,17 +638,13 @@ export class SqliteStore implements Store {
         const target = name === null ? undefined : this.queueRow(name);
         const policy = name === null ? undefined : params.policies.get(name);
         if (name !== null && (!target || !policy)) {
-          stoppedBy = new HopperError("queue_not_found", `Queue "${name}" does not exist.`, { queue: name });
+          stoppedBy = queueNotFound(name);
         }
         if (stoppedBy || !target || !policy || name === null) break;
         const overflow = policy.overflow;
         const depth = depthOf(toSqliteQueueRecord(target).counters);
         if (overflow?.policy === "reject" && depth + 1 > overflow.maxDepth) {
-          stoppedBy = new HopperError("queue_full", `Queue "${name}" holds its maxDepth messages.`, {
-            queue: name,
-            maxDepth: overflow.maxDepth,
-            depth,
-          });
+          stoppedBy = queueFull(name, overflow.maxDepth, depth);
           break;
         }
         this.insertMessage(target, { ...message, publishedAt: params.now, visibleAt: params.now }, 0);
@@ -677,13 +659,7 @@ export class SqliteStore implements Store {
     });
   }
 
-  queueDeadLetterExhausted(params: {
-    queue: string;
-    visibleFrom: number;
-    now: number;
-    max: number;
-    deadLetter: DeadLetterRoute;
-  }): Promise<{ deadLettered: number }> {
+  queueDeadLetterExhausted(params: DeadLetterExhaustedParams): Promise<{ deadLettered: number }> {
     return this.writes.run(() => {
       const queue = this.requireQueue(params.queue);
       const rows = this.messageRows(sql.messageSelectExhausted, {
