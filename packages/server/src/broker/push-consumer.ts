@@ -24,7 +24,7 @@ const receiveBackoffMsMax = 30_000;
 /** What a consumer needs of the broker; a QueueBroker is one. */
 export type PushBroker = Pick<
   QueueBroker,
-  "receive" | "ack" | "nack" | "extend" | "consumerOpened" | "consumerClosed" | "queueVersion"
+  "receiveLooking" | "ack" | "nack" | "extend" | "consumerOpened" | "consumerClosed"
 >;
 
 export interface PushConsumerOptions {
@@ -219,16 +219,15 @@ export class PushConsumer {
 
   private async receiveLoop(): Promise<void> {
     let failuresInRow = 0;
-    // The queue's version before the last receive that took less than it asked for: the queue was
-    // drained then, and the next receive need not look again until something notifies.
+    // The queue's version before the look of the last receive that took less than it asked for: the
+    // queue was drained then, and the next receive need not look again until something notifies.
     let drainedAtVersion: number | undefined;
     while (this.canReceive()) {
       const startedAt = this.options.clock.now();
-      const version = this.options.broker.queueVersion(this.queue);
       const max = Math.min(this.prefetch - this.held.size, limits.receiveMax);
       let messages: LeasedMessage[];
       try {
-        messages = await this.options.broker.receive(this.queue, {
+        const received = await this.options.broker.receiveLooking(this.queue, {
           max,
           waitMs: limits.waitMsMax,
           visibilityTimeoutMs: this.leaseMs,
@@ -236,8 +235,9 @@ export class PushConsumer {
           countAsConsumer: false,
           drainedAtVersion,
         });
+        messages = received.messages;
         failuresInRow = 0;
-        drainedAtVersion = messages.length < max ? version : undefined;
+        drainedAtVersion = messages.length < max ? received.version : undefined;
       } catch (error) {
         drainedAtVersion = undefined;
         if (this.ended) return;

@@ -278,6 +278,62 @@ describe("queue broker", () => {
     assert.equal(leases(), 1);
   });
 
+  test("receiveLooking answers the version of the look that found the queue drained", async () => {
+    await broker.putQueue("q", {});
+    const first = track(broker.receiveLooking("q", { max: 10, waitMs: 20_000 }));
+    await settle();
+    await broker.send("q", [text("a")]);
+    await settle();
+    const answered = first();
+    assert.equal(answered?.messages.length, 1, "fewer than asked for: the queue was drained");
+    const leases = countLeases();
+    const next = track(broker.receive("q", { max: 10, waitMs: 20_000, drainedAtVersion: answered?.version }));
+    await settle();
+    assert.equal(leases(), 0, "nothing notified since that look, so the next receive waits at once");
+    await broker.send("q", [text("b")]);
+    await settle();
+    assert.deepEqual(
+      next()?.map((message) => message.body.toString()),
+      ["b"],
+    );
+  });
+
+  test("a long poll woken by a send leases in the send's own commit", async () => {
+    await broker.putQueue("q", {});
+    const received = track(broker.receive("q", { max: 10, waitMs: 20_000 }));
+    await settle();
+    const commitsBefore = store.commitStats.commits;
+    await broker.send("q", [text("a")]);
+    await settle();
+    assert.deepEqual(
+      received()?.map((message) => message.body.toString()),
+      ["a"],
+    );
+    assert.equal(
+      store.commitStats.commits - commitsBefore,
+      1,
+      "one commit (one fsync) for the send and the lease",
+    );
+  });
+
+  test("a long poll woken by a send that is refused looks, finds nothing, and waits on", async () => {
+    await broker.putQueue("q", { maxDepth: 1 });
+    await broker.send("q", [text("a")]);
+    const a = await receiveOne("q");
+    const received = track(broker.receive("q", { max: 10, waitMs: 20_000 }));
+    await settle();
+    await assert.rejects(broker.send("q", [text("refused")]), { code: "queue_full" });
+    await settle();
+    assert.equal(received(), undefined, "still waiting");
+    await broker.ack("q", [a.receipt]);
+    await broker.send("q", [text("b")]);
+    await settle();
+    assert.deepEqual(
+      received()?.map((message) => message.body.toString()),
+      ["b"],
+    );
+  });
+
   test("after a drained look, a nack, an expired lease and a delay falling due each wake the long poll", async () => {
     await broker.putQueue("q", { visibilityTimeoutMs: 5_000, retry: { initialDelayMs: 0, jitter: "none" } });
     await broker.send("q", [text("a")]);

@@ -92,6 +92,24 @@ const leadershipCheckMs = 5_000;
 /** How soon the leader looks at a queue after another node wrote messages to it. */
 const leaderCatchUpMs = 1_000;
 
+/** How a receive leases; see QueueBroker.receive. */
+export interface ReceiveOptions {
+  max?: number;
+  waitMs?: number;
+  visibilityTimeoutMs?: number;
+  signal?: AbortSignal;
+  /** False for a push consumer's own receives: it counts itself, for as long as it lives. */
+  countAsConsumer?: boolean;
+  /** At most once: the messages are deleted as they are leased, and lost if the caller fails. */
+  autoAck?: boolean;
+  /**
+   * The queue's version read before the look of an earlier receive that took fewer than it asked
+   * for, so found the queue drained (receiveLooking answers it). If no notification came since, a
+   * long poll skips its first look, which could only find nothing, and waits at once.
+   */
+  drainedAtVersion?: number;
+}
+
 export class QueueBroker {
   private readonly queues = new Map<string, QueueRecord>();
   private readonly waiters: Waiters;
@@ -331,10 +349,15 @@ export class QueueBroker {
       return placed.map((item) => ("error" in item ? item : { id: item.id, routed: 0, duplicate: false }));
     const all = [...sends.values()];
     for (const send of all) await this.checkPushback(send.record, now);
-    const answers = await this.store.queueSendMany({
+    const sending = this.store.queueSendMany({
       sends: all.map(({ queue, messages, policy }) => ({ queue, messages, policy })),
       now,
     });
+    // The send is called: where writes commit in call order, a long poll woken now leases in its
+    // transaction, after it, and shares its commit (a send that fails leaves it an empty look).
+    if (this.store.commitsInCallOrder)
+      for (const send of all) this.wakeFor(send.queue, send.firstVisibleAt, now);
+    const answers = await sending;
     const idsOf = new Map(all.map((send, i) => [send as QueueSend, answers[i]?.ids ?? []]));
     for (const send of all) this.sent(send.record, send.policy, send.firstVisibleAt, now);
     return placed.map((item) => {
@@ -346,11 +369,16 @@ export class QueueBroker {
     });
   }
 
-  /** After a send committed: wake long polls, and set the timers its messages need. */
+  /** Wakes the queue's long polls if the send makes a message available now. */
+  private wakeFor(name: string, firstVisibleAt: number, now: number): void {
+    if (firstVisibleAt <= now) this.waiters.notify(name);
+  }
+
+  /** After a send committed: wake long polls (unless woken as it was called), set its timers. */
   private sent(queue: QueueRecord, policy: SendPolicy, firstVisibleAt: number, now: number): void {
     const name = queue.name;
-    if (firstVisibleAt <= now) this.waiters.notify(name);
-    else this.scheduler.offer(name, firstVisibleAt);
+    if (!this.store.commitsInCallOrder) this.wakeFor(name, firstVisibleAt, now);
+    if (firstVisibleAt > now) this.scheduler.offer(name, firstVisibleAt);
     this.scheduler.offer(name, now + queue.attributes.retentionMs);
     // The sweep forgets dedupIds whose window ended.
     if (policy.dedupWindowMs > 0) this.scheduler.offer(name, now + policy.dedupWindowMs);
@@ -397,25 +425,19 @@ export class QueueBroker {
    * Leases up to `max` messages. With a wait, it returns as soon as at least one message is leased,
    * or empty once the wait is over (or the caller went away).
    */
-  async receive(
+  async receive(name: string, options: ReceiveOptions): Promise<LeasedMessage[]> {
+    return (await this.receiveLooking(name, options)).messages;
+  }
+
+  /**
+   * receive, answering also the queue's version (queueVersion) read before the look that answered.
+   * When that look took fewer messages than asked for, the queue was drained at that version: pass it
+   * as the next receive's drainedAtVersion.
+   */
+  async receiveLooking(
     name: string,
-    options: {
-      max?: number;
-      waitMs?: number;
-      visibilityTimeoutMs?: number;
-      signal?: AbortSignal;
-      /** False for a push consumer's own receives: it counts itself, for as long as it lives. */
-      countAsConsumer?: boolean;
-      /** At most once: the messages are deleted as they are leased, and lost if the caller fails. */
-      autoAck?: boolean;
-      /**
-       * The queue's version (queueVersion) read before an earlier receive that took fewer than it
-       * asked for, so found the queue drained. If no notification came since, a long poll skips its
-       * first look, which could only find nothing, and waits at once.
-       */
-      drainedAtVersion?: number;
-    },
-  ): Promise<LeasedMessage[]> {
+    options: ReceiveOptions,
+  ): Promise<{ messages: LeasedMessage[]; version: number }> {
     const max = options.max ?? 1;
     if (!Number.isInteger(max) || max < 1 || max > limits.receiveMax) {
       throw new HopperError("invalid_request", `max must be from 1 to ${limits.receiveMax}.`);
@@ -443,9 +465,11 @@ export class QueueBroker {
               leased.map((message) => message.receipt),
               0,
             );
-          return [];
+          return { messages: [], version };
         }
-        if (leased.length > 0 || this.stopped || this.clock.now() >= deadlineMs) return leased;
+        if (leased.length > 0 || this.stopped || this.clock.now() >= deadlineMs) {
+          return { messages: leased, version };
+        }
         // Another node may hold leases or delays this node has not seen: wake when the next one ends.
         const { nextVisibleAt } = await this.store.queueNextEvents({ queue: name, now: this.clock.now() });
         if (nextVisibleAt !== null && nextVisibleAt < deadlineMs) this.scheduler.offer(name, nextVisibleAt);

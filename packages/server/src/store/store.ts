@@ -209,6 +209,15 @@ export type StoreEvent =
   | { kind: "resync" };
 
 export interface Store {
+  /**
+   * True when writes commit in the order they are called and a write called in the same turn of the
+   * event loop as an earlier one commits with it (SQLite's group commit). Then a long poll woken as a
+   * send is called leases in the send's own transaction, after it, and both share one commit and one
+   * fsync. False when writes run side by side (a PostgreSQL pool): a lease called before the send has
+   * committed could miss it, so long polls wake after the commit.
+   */
+  readonly commitsInCallOrder: boolean;
+
   /** Resolves when the store answers a trivial query; used by /readyz. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -143,6 +143,8 @@ interface PlannedMove {
 }
 
 export class PostgresStore implements Store {
+  /** Writes run side by side on pooled connections; each commits when it is done. */
+  readonly commitsInCallOrder = false;
   private readonly pool: pg.Pool;
   private readonly random: Random;
   readonly schema: string;

@@ -92,6 +92,8 @@ function toMessageRow(values: unknown[]): MessageRow {
 }
 
 export class SqliteStore implements Store {
+  /** One connection, one group commit: writes run and commit in the order they were called. */
+  readonly commitsInCallOrder = true;
   private readonly db: Db;
   private readonly writes: GroupCommit;
   private readonly random: Random;
