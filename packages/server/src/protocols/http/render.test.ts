@@ -30,3 +30,22 @@ test("leasedJson writes exactly what renderLeased serializes, for JSON and binar
     assert.deepEqual(JSON.parse(leasedJson(message)), JSON.parse(JSON.stringify(renderLeased(message))));
   }
 });
+
+test("leasedJson writes each message's own times when they change from one message to the next", () => {
+  const times = [
+    Date.UTC(2026, 10, 29),
+    Date.UTC(2026, 10, 29),
+    Date.UTC(2026, 10, 30, 1),
+    Date.UTC(2026, 10, 29),
+  ];
+  const firsts = [null, Date.UTC(2026, 10, 30, 2), Date.UTC(2026, 10, 30, 2), null];
+  times.forEach((publishedAt, i) => {
+    const firstDeliveredAt = firsts[i] ?? null;
+    const written = JSON.parse(leasedJson(leased({ publishedAt, firstDeliveredAt })));
+    assert.equal(written.publishedAt, new Date(publishedAt).toISOString());
+    assert.equal(
+      written.firstDeliveredAt,
+      firstDeliveredAt === null ? null : new Date(firstDeliveredAt).toISOString(),
+    );
+  });
+});

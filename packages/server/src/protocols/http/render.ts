@@ -33,6 +33,26 @@ export function renderStored(message: StoredMessage): Record<string, unknown> {
 }
 
 /**
+ * A time as JSON, the way leasedJson writes it: its ISO-8601 string in quotes, or null. The messages of
+ * one lease mostly share their publish time (they came in one send) and their first delivery (this
+ * lease), so each field remembers its last time and the text made for it.
+ */
+function isoJsonOfLastTime(): (ms: number | null) => string {
+  let lastMs: number | null = null;
+  let lastJson = "null";
+  return (ms) => {
+    if (ms !== lastMs) {
+      lastMs = ms;
+      lastJson = ms === null ? "null" : `"${new Date(ms).toISOString()}"`;
+    }
+    return lastJson;
+  };
+}
+
+const publishedAtJson = isoJsonOfLastTime();
+const firstDeliveredAtJson = isoJsonOfLastTime();
+
+/**
  * A leased message as JSON text, the same fields as renderLeased, written directly: a JSON body is
  * spliced in as the text it was stored as (it was checked to be JSON on the way in), so the hot path
  * of receive and push never parses a body only to serialize it again.
@@ -46,8 +66,8 @@ export function leasedJson(message: LeasedMessage): string {
     `{"id":"${message.id}","receipt":"${message.receipt}",${body},` +
     `"contentType":${JSON.stringify(message.contentType)},"headers":${JSON.stringify(message.headers)},` +
     `"key":${JSON.stringify(message.key)},"deliveryCount":${message.deliveryCount},` +
-    `"publishedAt":${JSON.stringify(iso(message.publishedAt))},` +
-    `"firstDeliveredAt":${JSON.stringify(iso(message.firstDeliveredAt))}}`
+    `"publishedAt":${publishedAtJson(message.publishedAt)},` +
+    `"firstDeliveredAt":${firstDeliveredAtJson(message.firstDeliveredAt)}}`
   );
 }
 
