@@ -23,6 +23,7 @@ const fine = new Intl.NumberFormat("en-US", { maximumFractionDigits: 2 });
 const dash = "–";
 
 function latencyCell(p: Percentiles): string {
+  if (p.count === 0) return dash;
   return `p50 ${fine.format(p.p50)} · p99 ${fine.format(p.p99)} · max ${fine.format(p.max)} ms`;
 }
 
@@ -147,6 +148,11 @@ function figureRows(probe: FsyncProbeResult): Row[] {
       "W2 end-to-end latency",
       w2((w) => `**${latencyCell(w.endToEndMs)}**`),
       "at a fixed rate; intended send time → receive answered (no coordinated omission)",
+    ],
+    [
+      "W2 end-to-end after the first second",
+      w2((w) => latencyCell(w.endToEndAfterFirstSecondMs)),
+      "the same, without the messages of the schedule's first second (the processes warming up)",
     ],
     [
       "W2 confirm latency",
