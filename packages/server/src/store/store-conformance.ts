@@ -266,8 +266,47 @@ export function exerciseStore(factory: StoreFactory): void {
             inFlightMax: 2,
             deadLetter: null,
           });
-        assert.equal((await leaseCapped(t0)).messages.length, 2);
+        const [first] = (await leaseCapped(t0)).messages;
+        assert.ok(first);
         assert.equal((await leaseCapped(t0)).messages.length, 0);
+        await store.queueAck({ queue: "q", receipts: [first.receipt] });
+        assert.equal((await leaseCapped(t0)).messages.length, 1, "an ack frees its place");
+        assert.equal((await leaseCapped(t0)).messages.length, 0);
+        assert.equal((await leaseCapped(t0 + 30_000)).messages.length, 2, "ended leases free theirs");
+      });
+
+      test("the in-flight ceiling counts ended leases that an extend took back", async () => {
+        await send({ queue: "q", messages: [message(), message(), message(), message()] });
+        const leaseOne = async (now: number) =>
+          (
+            await store.queueLease({
+              queue: "q",
+              max: 1,
+              now,
+              leaseExpiresAt: now + 30_000,
+              expiredBefore: now - attributes.retentionMs,
+              inFlightMax: 3,
+              deadLetter: null,
+            })
+          ).messages;
+        const first = [...(await leaseOne(t0)), ...(await leaseOne(t0)), ...(await leaseOne(t0))];
+        assert.equal(first.length, 3);
+        assert.equal((await leaseOne(t0)).length, 0, "at the ceiling");
+        // The three leases end; one new lease takes the fourth message.
+        const later = t0 + 30_000;
+        assert.equal((await leaseOne(later)).length, 1);
+        // Extends take two ended leases back in flight: three again.
+        const [a, b] = first;
+        assert.ok(a && b);
+        assert.deepEqual(
+          await store.queueExtend({
+            queue: "q",
+            receipts: [a.receipt, b.receipt],
+            leaseExpiresAt: later + 30_000,
+          }),
+          [{ ok: true }, { ok: true }],
+        );
+        assert.equal((await leaseOne(later)).length, 0, "the extended leases hold their places");
       });
 
       test("messages past retention are not leased", async () => {
