@@ -27,13 +27,14 @@ const { SqliteStore } = (await import(new URL("store/sqlite/sqlite-store.js", se
 const { seededRandom } = (await import(new URL("random.js", serverDist).href)) as {
   seededRandom: (seed: number) => unknown;
 };
-const { attributes } = (await import(new URL("store/conformance-fixtures.js", serverDist).href)) as {
+const { attributes, message } = (await import(new URL("store/conformance-fixtures.js", serverDist).href)) as {
   attributes: object;
+  message: (overrides: { body: string; headers: Record<string, string>; publishedAt: number }) => object;
 };
 
 const batch = 100;
 const measuredLeases = 200;
-const body = Buffer.alloc(1024, 120);
+const body = "x".repeat(1024);
 
 async function leaseCostMicros(inFlight: number): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), "hopper-store-lease-"));
@@ -42,17 +43,7 @@ async function leaseCostMicros(inFlight: number): Promise<number> {
     await store.queueUpsert({ name: "q", kind: "standard", attributes, now: 1 });
     const total = inFlight + measuredLeases * batch;
     for (let sent = 0; sent < total; sent += batch) {
-      const messages = Array.from({ length: batch }, (_, i) => ({
-        id: `m${sent + i}`,
-        body,
-        contentType: "application/json",
-        headers: {},
-        key: null,
-        priority: 0,
-        dedupId: null,
-        publishedAt: 1,
-        visibleAt: 1,
-      }));
+      const messages = Array.from({ length: batch }, () => message({ body, headers: {}, publishedAt: 1 }));
       await store.queueSendMany({
         now: 1,
         sends: [{ queue: "q", policy: { dedupWindowMs: 0, overflow: null }, messages }],
