@@ -240,6 +240,23 @@ describe("queue policies in the broker", () => {
       }
     });
 
+    test("a long poll on the target wakes when a step moves messages into it", async () => {
+      await deadLetters(5);
+      let woke: string[] | undefined;
+      const polling = broker.receive("orders", { max: 10, waitMs: 20_000 }).then((messages) => {
+        woke = messages.map((message) => message.body.toString());
+      });
+      const woken = () => woke;
+      await clock.advance(0);
+      assert.equal(woken(), undefined, "nothing to take before the redrive");
+      const task = await broker.redrive("dlq", {});
+      await clock.advance(0);
+      await settle();
+      assert.equal(broker.task(task.id).state, "done");
+      assert.ok((woken()?.length ?? 0) > 0, "woken by the step, without its wait ending");
+      await polling;
+    });
+
     test("a cancel midway stops it without loss or duplication", async () => {
       await deadLetters(300);
       const task = await broker.redrive("dlq", { ratePerSecond: 100 });

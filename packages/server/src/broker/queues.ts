@@ -353,11 +353,13 @@ export class QueueBroker {
       sends: all.map(({ queue, messages, policy }) => ({ queue, messages, policy })),
       now,
     });
-    // The send is called: where writes commit in call order, a long poll woken now leases in its
-    // transaction, after it, and shares its commit (a send that fails leaves it an empty look).
-    if (this.store.commitsInCallOrder)
-      for (const send of all) this.wakeFor(send.queue, send.firstVisibleAt, now);
+    // Where writes commit in call order, a long poll woken as the send is called leases in its
+    // transaction, after it, and shares its commit (a send that fails leaves it an empty look);
+    // elsewhere a long poll wakes once the send has committed.
+    const wakeAsCalled = this.store.commitsInCallOrder;
+    if (wakeAsCalled) this.wakeFor(all, now);
     const answers = await sending;
+    if (!wakeAsCalled) this.wakeFor(all, now);
     const idsOf = new Map(all.map((send, i) => [send as QueueSend, answers[i]?.ids ?? []]));
     for (const send of all) this.sent(send.record, send.policy, send.firstVisibleAt, now);
     return placed.map((item) => {
@@ -369,15 +371,14 @@ export class QueueBroker {
     });
   }
 
-  /** Wakes the queue's long polls if the send makes a message available now. */
-  private wakeFor(name: string, firstVisibleAt: number, now: number): void {
-    if (firstVisibleAt <= now) this.waiters.notify(name);
+  /** Wakes the long polls of each queue that a send makes a message available in now. */
+  private wakeFor(sends: readonly { queue: string; firstVisibleAt: number }[], now: number): void {
+    for (const send of sends) if (send.firstVisibleAt <= now) this.waiters.notify(send.queue);
   }
 
-  /** After a send committed: wake long polls (unless woken as it was called), set its timers. */
+  /** After messages were written to the queue: set the timers they need. */
   private sent(queue: QueueRecord, policy: SendPolicy, firstVisibleAt: number, now: number): void {
     const name = queue.name;
-    if (!this.store.commitsInCallOrder) this.wakeFor(name, firstVisibleAt, now);
     if (firstVisibleAt > now) this.scheduler.offer(name, firstVisibleAt);
     this.scheduler.offer(name, now + queue.attributes.retentionMs);
     // The sweep forgets dedupIds whose window ended.
@@ -661,6 +662,7 @@ export class QueueBroker {
     for (const target of targets) {
       const record = await this.queueOrError(target);
       if (record instanceof HopperError) continue;
+      this.waiters.notify(target);
       this.sent(record, policies.get(target) ?? sendPolicyOf(record.attributes, null), now, now);
     }
     return { moved, held, stoppedBy };

@@ -43,7 +43,7 @@ function isoJsonOfLastTime(): (ms: number | null) => string {
   return (ms) => {
     if (ms !== lastMs) {
       lastMs = ms;
-      lastJson = ms === null ? "null" : `"${new Date(ms).toISOString()}"`;
+      lastJson = JSON.stringify(iso(ms));
     }
     return lastJson;
   };

@@ -360,8 +360,7 @@ export class PostgresStore implements Store {
       for (const name of queues) {
         const payload = this.events.encode({ kind: "messages", queue: name });
         // Prepared, as the other per-message statements: at low rates there is one NOTIFY per send.
-        const values = [this.events.channel, payload];
-        this.pool.query({ name: this.preparedName(sql.notify), text: sql.notify, values }).catch(() => {
+        this.statement(sql.notify, [this.events.channel, payload]).catch(() => {
           // Unreachable database: the other nodes' long polls end at their deadline and look again.
         });
       }
