@@ -176,6 +176,12 @@ export class QueueBroker {
     if (event.kind === "resync") {
       this.queues.clear();
       this.waiters.notifyAll();
+      // Messages other nodes committed meanwhile may not have been announced: the leader catches up.
+      if (this.leading) {
+        this.offerAllQueues(this.clock.now() + leaderCatchUpMs).catch((error: unknown) =>
+          this.log.error({ err: error }, "listing the queues to catch up on failed"),
+        );
+      }
       return;
     }
     if (event.kind === "exchange" || event.kind === "signal") return;
@@ -742,11 +748,14 @@ export class QueueBroker {
    * queue at once, since it may know nothing of their due times (the old leader kept them); a node that
    * does not lead asks again later, so that some node always takes over from a dead leader.
    */
+  /** Offers every queue in the store to the housekeeping scheduler at `at`. */
+  private async offerAllQueues(at: number): Promise<void> {
+    for (const queue of await this.store.queueList()) this.scheduler.offer(queue.name, at);
+  }
+
   private async checkLeadership(): Promise<boolean> {
     const leading = await this.store.housekeepingLeader();
-    if (leading && !this.leading) {
-      for (const queue of await this.store.queueList()) this.scheduler.offer(queue.name, this.clock.now());
-    }
+    if (leading && !this.leading) await this.offerAllQueues(this.clock.now());
     this.leading = leading;
     if (!leading && !this.stopped && !this.cancelLeadershipCheck) {
       this.cancelLeadershipCheck = this.clock.setTimer(this.clock.now() + leadershipCheckMs, () => {

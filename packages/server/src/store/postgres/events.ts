@@ -3,6 +3,17 @@
  * commit (NOTIFY is delivered on commit only), and the session-level advisory lock that makes this
  * node the housekeeping leader. If the session drops, the lock is released with it, so another node
  * takes the lead at its next attempt; this node reconnects, and tells the broker to resync.
+ *
+ * Presence: a wake-up NOTIFY is worth its statement only if another node listens, and a node alone on
+ * its schema would otherwise spend a statement per send telling nobody (its own notifications come
+ * back and are dropped). So each node says `present` on the channel when it starts listening and every
+ * presence interval after, and announces its commits (othersListening) only while it has heard from
+ * another node within the presence timeout. Whenever a node hears from a node it did not count as
+ * present (one that just started, or one it had timed out), it answers `welcome`; a node that receives
+ * a `welcome` tells its broker to resync. Invariant: a commit that was not announced because its node
+ * counted no one else was made before that node's `welcome` (or its answer to one), so the other
+ * node's long polls look again after it and find it. Until then they may wait to their deadline: a
+ * delay, never a loss (the same as a node that dies between a commit and its NOTIFY).
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
@@ -13,18 +24,26 @@ export interface StoreEventsOptions extends pg.ClientConfig {
   schema: string;
   /** The advisory lock class of housekeeping leadership; the schema is the lock's second key. */
   leaderLockClass: number;
+  /** How often this node says `present` (presence, above). */
+  presenceIntervalMs?: number;
+  /** The time, for presence; Date.now unless a test drives it. */
+  now?: () => number;
 }
 
 /** Reconnection waits double from the first to the last, so a database restart is not hammered. */
 const reconnectDelayMsMin = 100;
 const reconnectDelayMsMax = 5_000;
+/** Every node says `present` this often; another node counts it as listening for presenceTimeoutMs. */
+const presenceIntervalMsDefault = 2_000;
+/** Three intervals: a node whose heartbeats are late by less than two intervals is not forgotten. */
+const presenceIntervalsPerTimeout = 3;
 
 interface Payload {
   /** The node (or "app", for an application's own transaction) that committed the change. */
   n: string;
-  k: "messages" | "queue" | "exchange" | "signal";
-  /** The queue's, the exchange's or the signal channel's name. */
-  q: string;
+  k: "messages" | "queue" | "exchange" | "signal" | "present" | "welcome";
+  /** The queue's, the exchange's or the signal channel's name; absent in presence messages. */
+  q?: string;
   /** A signal's data, as JSON text. */
   d?: string;
 }
@@ -52,9 +71,17 @@ export class StoreEvents {
   private stopped = false;
   private reconnectDelayMs = reconnectDelayMsMin;
   private reconnectTimer: NodeJS.Timeout | undefined;
+  private presenceTimer: NodeJS.Timeout | undefined;
+  private readonly presenceTimeoutMs: number;
+  private readonly now: () => number;
+  /** When each other node was last heard from, while it counts as present. */
+  private readonly heardAt = new Map<string, number>();
 
   constructor(private readonly options: StoreEventsOptions) {
     this.channel = channelFor(options.schema);
+    this.now = options.now ?? Date.now;
+    const intervalMs = options.presenceIntervalMs ?? presenceIntervalMsDefault;
+    this.presenceTimeoutMs = intervalMs * presenceIntervalsPerTimeout;
   }
 
   async start(): Promise<void> {
@@ -65,12 +92,39 @@ export class StoreEvents {
     try {
       await client.connect();
       await client.query(`LISTEN "${this.channel}"`);
+      await client.query(sql.notify, [this.channel, this.presencePayload("present")]);
     } catch (error) {
       await client.end().catch(() => {});
       throw error;
     }
     this.client = client;
     this.reconnectDelayMs = reconnectDelayMsMin;
+    clearInterval(this.presenceTimer);
+    this.presenceTimer = setInterval(
+      () => this.say("present"),
+      this.options.presenceIntervalMs ?? presenceIntervalMsDefault,
+    );
+    this.presenceTimer.unref();
+  }
+
+  /** Whether another node has been heard from within the presence timeout: only then is a commit announced. */
+  othersListening(): boolean {
+    const now = this.now();
+    for (const [node, at] of this.heardAt) {
+      if (now - at < this.presenceTimeoutMs) return true;
+      this.heardAt.delete(node);
+    }
+    return false;
+  }
+
+  /** NOTIFYs a presence message on the listening session; a failure there is the session's loss. */
+  private say(kind: "present" | "welcome"): void {
+    this.client?.query(sql.notify, [this.channel, this.presencePayload(kind)]).catch(() => {});
+  }
+
+  private presencePayload(kind: "present" | "welcome"): string {
+    const payload: Payload = { n: this.nodeId, k: kind };
+    return JSON.stringify(payload);
   }
 
   async stop(): Promise<void> {
@@ -79,6 +133,7 @@ export class StoreEvents {
     const client = this.client;
     this.client = undefined;
     this.leading = false;
+    clearInterval(this.presenceTimer);
     await client?.end().catch(() => {});
   }
 
@@ -116,10 +171,23 @@ export class StoreEvents {
     }
     // This node woke its own waiters when it committed.
     if (payload.n === this.nodeId) return;
-    if (payload.k === "exchange") this.emit({ kind: "exchange", exchange: payload.q });
+    // An application's own transaction (sendInTransaction) is not a node: it listens to nothing.
+    if (payload.n !== "app") this.heard(payload.n);
+    const name = payload.q ?? "";
+    if (payload.k === "present") return;
+    if (payload.k === "welcome") this.emit({ kind: "resync" });
+    else if (payload.k === "exchange") this.emit({ kind: "exchange", exchange: name });
     else if (payload.k === "signal")
-      this.emit({ kind: "signal", channel: payload.q, dataJson: payload.d ?? "null" });
-    else this.emit({ kind: payload.k, queue: payload.q });
+      this.emit({ kind: "signal", channel: name, dataJson: payload.d ?? "null" });
+    else this.emit({ kind: payload.k, queue: name });
+  }
+
+  /** Notes that `node` listens; a node not counted as present until now is welcomed (presence, above). */
+  private heard(node: string): void {
+    const at = this.heardAt.get(node);
+    const now = this.now();
+    this.heardAt.set(node, now);
+    if (at === undefined || now - at >= this.presenceTimeoutMs) this.say("welcome");
   }
 
   private emit(event: StoreEvent): void {
@@ -130,6 +198,7 @@ export class StoreEvents {
     if (this.client !== client) return;
     this.client = undefined;
     this.leading = false;
+    clearInterval(this.presenceTimer);
     client.end().catch(() => {});
     this.scheduleReconnect();
   }

@@ -46,6 +46,10 @@ export interface PostgresStoreOptions {
   /** Connections for transactions per node. */
   poolSize?: number;
   random: Random;
+  /** How often the node says it is present to the others (events.ts); tests shorten it. */
+  presenceIntervalMs?: number;
+  /** The time for presence; Date.now unless a test drives it. */
+  now?: () => number;
 }
 
 type Client = pg.PoolClient;
@@ -183,7 +187,13 @@ export class PostgresStore implements Store {
     // An idle pooled connection that the server drops must not crash the process; the next query
     // reconnects.
     this.pool.on("error", () => {});
-    this.events = new StoreEvents({ ...connection, schema, leaderLockClass });
+    this.events = new StoreEvents({
+      ...connection,
+      schema,
+      leaderLockClass,
+      ...(options.presenceIntervalMs === undefined ? {} : { presenceIntervalMs: options.presenceIntervalMs }),
+      ...(options.now === undefined ? {} : { now: options.now }),
+    });
   }
 
   /** Connects, creates the schema and applies migrations, then starts listening. */
@@ -348,8 +358,11 @@ export class PostgresStore implements Store {
    * for the previous one's flush. Announcements of one event-loop turn are sent once per queue. If the
    * node dies between the commit and the NOTIFY, other nodes' long polls wake at their deadline
    * instead: a delay, never a loss. (A call that fails after announcing sends a harmless extra wake.)
+   * Nothing is sent while no other node listens (events.ts, presence): it is decided here, after the
+   * commit, so a commit that a node joining could miss was made before this node welcomed it.
    */
   private announceCommitted(queue: string): void {
+    if (!this.events.othersListening()) return;
     this.pendingAnnouncements.add(queue);
     if (this.announcing) return;
     this.announcing = true;
@@ -519,13 +532,15 @@ export class PostgresStore implements Store {
     const columns = messageColumns(messages);
     // Alone on this node (no other call holds or awaits a connection), the send NOTIFYs in its own
     // commit: one round trip instead of two. Otherwise the NOTIFY goes after the commit, shared by the
-    // sends of one turn, since PostgreSQL serializes the commits of transactions that NOTIFY.
+    // sends of one turn, since PostgreSQL serializes the commits of transactions that NOTIFY. Neither
+    // while no other node listens.
     const alone = this.pool.waitingCount === 0 && this.pool.idleCount === this.pool.totalCount;
-    const notify = alone
+    const notifying = alone && this.events.othersListening();
+    const notify = notifying
       ? [this.events.channel, this.events.encode({ kind: "messages", queue: send.queue })]
       : [];
     const { rows } = await this.statement<{ queue_id: number; kind: QueueKind }>(
-      alone ? sql.queueSendNotifyingStatement : sql.queueSendStatement,
+      notifying ? sql.queueSendNotifyingStatement : sql.queueSendStatement,
       [
         send.queue,
         columns.ids,
@@ -544,7 +559,7 @@ export class PostgresStore implements Store {
     if (!row) throw queueNotFound(send.queue);
     this.hintKind(send.queue, row.kind);
     if (row.kind !== "standard") return undefined;
-    if (!alone) this.announceCommitted(send.queue);
+    if (!notifying) this.announceCommitted(send.queue);
     return { ids: columns.ids };
   }
 
