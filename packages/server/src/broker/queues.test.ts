@@ -260,7 +260,7 @@ describe("queue broker", () => {
       received()?.map((message) => message.body.toString()),
       ["b"],
     );
-    assert.equal(leases(), 1);
+    assert.equal(leases(), 0, "the send handed its message to the waiting receive: no lease either");
   });
 
   test("a drained version that is out of date, or a receive that does not wait, still looks", async () => {
@@ -314,6 +314,110 @@ describe("queue broker", () => {
       1,
       "one commit (one fsync) for the send and the lease",
     );
+  });
+
+  /** Starts a long poll that the test ends with leave(), which answers what the receive answered. */
+  async function longPoll(queue: string) {
+    const leaving = new AbortController();
+    const receiving = broker.receive(queue, { max: 10, waitMs: 20_000, signal: leaving.signal });
+    const received = track(receiving);
+    await settle();
+    return {
+      received,
+      leave: () => {
+        leaving.abort();
+        return receiving;
+      },
+    };
+  }
+
+  test("a send hands its message to the longest-waiting long poll and wakes no other", async () => {
+    await broker.putQueue("q", {});
+    const first = await longPoll("q");
+    const second = await longPoll("q");
+    const leases = countLeases();
+    const versionBefore = broker.queueVersion("q");
+    await broker.send("q", [text("a")]);
+    await settle();
+    assert.deepEqual(
+      first.received()?.map((message) => [message.body.toString(), message.deliveryCount]),
+      [["a", 1]],
+    );
+    assert.equal(second.received(), undefined, "the other long poll waits on: the send left it nothing");
+    assert.equal(leases(), 0, "no lease: the send leased the message as it wrote it");
+    assert.equal(broker.queueVersion("q"), versionBefore, "nothing was made available");
+    const stats = await broker.stats("q");
+    assert.deepEqual([stats.available, stats.inFlight, stats.delivered], [0, 1, 1]);
+    assert.deepEqual(await second.leave(), []);
+  });
+
+  test("the sends of one turn hand their messages to one long poll, as one batch", async () => {
+    await broker.putQueue("q", {});
+    const first = await longPoll("q");
+    const second = await longPoll("q");
+    await Promise.all([
+      broker.send("q", [text("a")]),
+      broker.send("q", [text("b")]),
+      broker.send("q", [text("c")]),
+    ]);
+    await settle();
+    assert.deepEqual(
+      first.received()?.map((message) => message.body.toString()),
+      ["a", "b", "c"],
+    );
+    assert.equal(second.received(), undefined, "the other long poll waits on");
+    assert.deepEqual(await second.leave(), []);
+  });
+
+  test("what a hand-off cannot take wakes the other long polls", async () => {
+    await broker.putQueue("q", {});
+    const takesOne = track(broker.receive("q", { max: 1, waitMs: 20_000 }));
+    await settle();
+    const takesMore = track(broker.receive("q", { max: 10, waitMs: 20_000 }));
+    await settle();
+    await broker.send("q", [text("a"), text("b"), text("c")]);
+    await settle();
+    assert.deepEqual(
+      takesOne()?.map((message) => message.body.toString()),
+      ["a"],
+    );
+    assert.deepEqual(
+      takesMore()?.map((message) => message.body.toString()),
+      ["b", "c"],
+    );
+  });
+
+  test("a handed-off message whose receive was abandoned meanwhile goes back to the queue at once", async () => {
+    await broker.putQueue("q", {});
+    const abandon = new AbortController();
+    const received = track(broker.receive("q", { max: 10, waitMs: 20_000, signal: abandon.signal }));
+    await settle();
+    const sending = broker.send("q", [text("a")]);
+    abandon.abort();
+    await sending;
+    await settle();
+    assert.deepEqual(received(), [], "the receive that left answers nothing");
+    const stats = await broker.stats("q");
+    assert.deepEqual([stats.available, stats.inFlight], [1, 0]);
+    const [again] = await broker.receive("q", { max: 10 });
+    assert.equal(again?.body.toString(), "a");
+  });
+
+  test("a long poll woken by a send that cannot hand off still leases in the send's own commit", async () => {
+    // maxDepth gives the send an overflow policy: no hand-off, the long poll is woken as the send is called.
+    await broker.putQueue("q", { maxDepth: 10 });
+    const received = track(broker.receive("q", { max: 10, waitMs: 20_000 }));
+    await settle();
+    const leases = countLeases();
+    const commitsBefore = store.commitStats.commits;
+    await broker.send("q", [text("a")]);
+    await settle();
+    assert.deepEqual(
+      received()?.map((message) => message.body.toString()),
+      ["a"],
+    );
+    assert.equal(leases(), 1, "a lease, not a hand-off");
+    assert.equal(store.commitStats.commits - commitsBefore, 1, "one commit for the send and the lease");
   });
 
   test("a long poll woken by a send that is refused looks, finds nothing, and waits on", async () => {

@@ -18,12 +18,14 @@ import {
   type QueueRecord,
   type QueueSend,
   type ReceiptResult,
+  type SendOutcome,
   type SendPolicy,
   type Store,
   type StoredMessage,
   type StoreEvent,
   sendPolicyOf,
 } from "../store/store.js";
+import { Handoffs, type HandoffTicket } from "./handoffs.js";
 import {
   initialAttributes,
   pushbackRefusal,
@@ -34,7 +36,7 @@ import {
 import { RedriveTasks, type TaskInfo } from "./redrive.js";
 import { Router } from "./router.js";
 import { Scheduler } from "./scheduler.js";
-import { Waiters } from "./waiters.js";
+import { type HandoffTerms, type WaitEnd, Waiters } from "./waiters.js";
 
 /** A message as a protocol adapter hands it over: the body already decoded to bytes. */
 export interface OutgoingMessage {
@@ -83,6 +85,24 @@ export interface Logger {
   error(obj: object, msg?: string): void;
 }
 
+/** One queue's part of a send as the broker plans it (sendCopies). */
+interface PlannedSend extends QueueSend {
+  record: QueueRecord;
+  /** The earliest visibility time of its messages, and how many are visible at the send's now. */
+  firstVisibleAt: number;
+  visibleNow: number;
+}
+
+/** Whether a send can hand messages off (store.ts Handoff): the store would lease some of them. */
+function handsOff(send: PlannedSend, now: number): boolean {
+  return (
+    send.record.kind === "standard" &&
+    send.policy.overflow === null &&
+    send.firstVisibleAt <= now &&
+    send.messages.every((message) => message.dedupId === null)
+  );
+}
+
 /** Bounds on one housekeeping pass, so one queue's backlog never holds a commit for long. */
 const expireBatchMax = 10_000;
 const deadLetterBatchMax = 1_000;
@@ -113,6 +133,7 @@ export interface ReceiveOptions {
 export class QueueBroker {
   private readonly queues = new Map<string, QueueRecord>();
   private readonly waiters: Waiters;
+  private readonly handoffs: Handoffs;
   private readonly scheduler: Scheduler;
   private readonly newId: () => string;
   /** The end of the last dead-letter sweep per queue: rows that became visible after it are looked at. */
@@ -136,6 +157,9 @@ export class QueueBroker {
     readonly router: Router = new Router(store),
   ) {
     this.waiters = new Waiters(clock);
+    this.handoffs = new Handoffs(this.waiters, (queue, leaseExpiresAt) =>
+      this.scheduler.offer(queue, leaseExpiresAt),
+    );
     this.scheduler = new Scheduler(clock, (queue) => this.runHousekeeping(queue));
     this.newId = uuidv7Generator(clock);
     this.tasks = new RedriveTasks(
@@ -311,10 +335,7 @@ export class QueueBroker {
     const records = new Map<string, QueueRecord | HopperError>();
     for (const name of new Set(items.flatMap((item) => item.queues)))
       records.set(name, await this.queueOrError(name));
-    const sends = new Map<
-      string,
-      QueueSend & { queue: string; record: QueueRecord; firstVisibleAt: number }
-    >();
+    const sends = new Map<string, PlannedSend>();
     /** Where each item's copies are: its send and its index there. */
     const placed: ({ id: string; copies: { send: QueueSend; index: number }[] } | { error: HopperError })[] =
       [];
@@ -332,10 +353,18 @@ export class QueueBroker {
         let send = sends.get(queue.name);
         if (!send) {
           const policy = await this.sendPolicy(queue);
-          send = { queue: queue.name, record: queue, messages: [], policy, firstVisibleAt: visibleAt };
+          send = {
+            queue: queue.name,
+            record: queue,
+            messages: [],
+            policy,
+            firstVisibleAt: visibleAt,
+            visibleNow: 0,
+          };
           sends.set(queue.name, send);
         }
         send.firstVisibleAt = Math.min(send.firstVisibleAt, visibleAt);
+        if (visibleAt <= now) send.visibleNow++;
         copies.push({ send, index: send.messages.length });
         send.messages.push({
           id,
@@ -355,17 +384,41 @@ export class QueueBroker {
       return placed.map((item) => ("error" in item ? item : { id: item.id, routed: 0, duplicate: false }));
     const all = [...sends.values()];
     for (const send of all) await this.checkPushback(send.record, now);
+    // A long poll waiting on a queue takes the send's messages as they are written (handoffs.ts).
+    const tickets = new Map<PlannedSend, HandoffTicket>();
+    for (const send of all) {
+      const ticket = handsOff(send, now) ? this.handoffs.take(send.queue, send.visibleNow, now) : undefined;
+      if (ticket) tickets.set(send, ticket);
+    }
     const sending = this.store.queueSendMany({
-      sends: all.map(({ queue, messages, policy }) => ({ queue, messages, policy })),
+      sends: all.map((send) => {
+        const { queue, messages, policy } = send;
+        const handoff = tickets.get(send)?.handoff;
+        return handoff ? { queue, messages, policy, handoff } : { queue, messages, policy };
+      }),
       now,
     });
-    // Where writes commit in call order, a long poll woken as the send is called leases in its
-    // transaction, after it, and shares its commit (a send that fails leaves it an empty look);
-    // elsewhere a long poll wakes once the send has committed.
+    // The other long polls wake for what the hand-offs leave. Where writes commit in call order, a
+    // long poll woken as the send is called leases in its transaction, after it, and shares its commit
+    // (a send that fails leaves it an empty look); elsewhere a long poll wakes once the send has
+    // committed, and then only if the send left a message available.
     const wakeAsCalled = this.store.commitsInCallOrder;
-    if (wakeAsCalled) this.wakeFor(all, now);
-    const answers = await sending;
-    if (!wakeAsCalled) this.wakeFor(all, now);
+    const mayLeave = (send: PlannedSend) => send.visibleNow > (tickets.get(send)?.handoff.max ?? 0);
+    if (wakeAsCalled) this.wakeFor(all.filter(mayLeave), now);
+    let answers: SendOutcome[];
+    try {
+      answers = await sending;
+    } catch (error) {
+      for (const ticket of tickets.values()) this.handoffs.finish(ticket, []);
+      throw error;
+    }
+    all.forEach((send, i) => {
+      const leased = answers[i]?.leased ?? [];
+      const ticket = tickets.get(send);
+      if (ticket) this.handoffs.finish(ticket, leased);
+      const woken = wakeAsCalled && mayLeave(send);
+      if (!woken && send.visibleNow > leased.length) this.waiters.notify(send.queue);
+    });
     const idsOf = new Map(all.map((send, i) => [send as QueueSend, answers[i]?.ids ?? []]));
     for (const send of all) this.sent(send.record, send.policy, send.firstVisibleAt, now);
     return placed.map((item) => {
@@ -454,15 +507,25 @@ export class QueueBroker {
     const deadlineMs = this.clock.now() + Math.min(waitMs, limits.waitMsMax);
     const counted = options.countAsConsumer !== false;
     if (counted) this.consumerOpened(name);
+    // A waiter takes hand-offs (a send leasing to it as it writes), but not to delete them at once.
+    const terms: HandoffTerms | undefined = options.autoAck
+      ? undefined
+      : { max, visibilityTimeoutMs: options.visibilityTimeoutMs ?? queue.attributes.visibilityTimeoutMs };
+    /** What a send handed off while this receive waited, answered with the version read before. */
+    let handed: LeasedMessage[] = [];
+    let version = this.waiters.version(name);
     try {
       for (let look = 0; ; look++) {
-        const version = this.waiters.version(name);
-        // Whatever makes messages available notifies (a send, a nack, a move, another node's commit,
-        // a delay or lease falling due through the scheduler), so an unchanged version after a drained
-        // look means there is nothing to take yet. Only a long poll skips: it then waits below, having
-        // offered the scheduler the next time something falls due.
-        const skip = look === 0 && waitMs > 0 && options.drainedAtVersion === version;
-        const leased = skip ? [] : await this.lease(queue, max, options.visibilityTimeoutMs, options.autoAck);
+        let leased = handed;
+        if (handed.length === 0) {
+          version = this.waiters.version(name);
+          // Whatever makes messages available notifies (a send, a nack, a move, another node's commit,
+          // a delay or lease falling due through the scheduler), so an unchanged version after a
+          // drained look means there is nothing to take yet. Only a long poll skips: it then waits
+          // below, having offered the scheduler the next time something falls due.
+          const skip = look === 0 && waitMs > 0 && options.drainedAtVersion === version;
+          leased = skip ? [] : await this.lease(queue, max, options.visibilityTimeoutMs, options.autoAck);
+        }
         if (options.signal?.aborted && !options.autoAck) {
           // The caller left while the lease was being taken: hand the messages back at once rather
           // than let them wait out a lease nobody holds.
@@ -477,14 +540,49 @@ export class QueueBroker {
         if (leased.length > 0 || this.stopped || this.clock.now() >= deadlineMs) {
           return { messages: leased, version };
         }
-        // Another node may hold leases or delays this node has not seen: wake when the next one ends.
-        const { nextVisibleAt } = await this.store.queueNextEvents({ queue: name, now: this.clock.now() });
-        if (nextVisibleAt !== null && nextVisibleAt < deadlineMs) this.scheduler.offer(name, nextVisibleAt);
-        await this.waiters.wait(name, deadlineMs, version, options.signal);
-        queue = await this.queue(name);
+        // Claimed by a send: what it leased is ours once it is done; nothing means look again.
+        const end = await this.waitFor(name, deadlineMs, version, options.signal, terms);
+        handed = end ? await end.handoff : [];
+        if (handed.length === 0) queue = await this.queue(name);
       }
     } finally {
       if (counted) this.consumerClosed(name);
+    }
+  }
+
+  /**
+   * A receive's wait (Waiters.wait). Another node may hold leases or delays this node has not seen, so
+   * it reads the queue's next visibility time and offers it to the scheduler; the waiter is registered
+   * before that read, so that a send committed meanwhile can hand off to it. If the read fails, the
+   * wait ends at once, unless a send has claimed it: its hand-off is then the answer.
+   */
+  private async waitFor(
+    name: string,
+    deadlineMs: number,
+    version: number,
+    signal: AbortSignal | undefined,
+    terms: HandoffTerms | undefined,
+  ): Promise<WaitEnd> {
+    const stop = new AbortController();
+    const onAbort = () => stop.abort();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    if (signal?.aborted) stop.abort();
+    try {
+      const waiting = this.waiters.wait(name, deadlineMs, version, stop.signal, terms);
+      // Awaited below in either case; this only keeps a refusal from counting as unhandled meanwhile.
+      waiting.catch(() => {});
+      try {
+        const { nextVisibleAt } = await this.store.queueNextEvents({ queue: name, now: this.clock.now() });
+        if (nextVisibleAt !== null && nextVisibleAt < deadlineMs) this.scheduler.offer(name, nextVisibleAt);
+      } catch (error) {
+        stop.abort();
+        const end = await waiting;
+        if (end) return end;
+        throw error;
+      }
+      return await waiting;
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
     }
   }
 

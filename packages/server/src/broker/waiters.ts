@@ -2,13 +2,32 @@
  * Long polls waiting on queues. A waiter is resolved when the queue may have something for it
  * (a commit added or released messages, or a delayed message fell due), when its deadline passes, or
  * when its request is abandoned. Resolution only says "look again"; the waiter then tries to lease.
+ * A waiter that takes hand-offs can instead be claimed by a send (claim): it is then resolved with the
+ * send's hand-off, which settles with the messages the send leased to it once the send is done.
  */
 import type { Clock } from "../clock.js";
 import { HopperError } from "../errors.js";
 import { limits } from "../limits.js";
+import type { LeasedMessage } from "../store/store.js";
+
+/** How a waiter takes a send's messages: at most `max`, leased for visibilityTimeoutMs. */
+export interface HandoffTerms {
+  max: number;
+  visibilityTimeoutMs: number;
+}
+
+/** A waiter's end: undefined means look again; a hand-off settles with what a send leased to it. */
+export type WaitEnd = undefined | { handoff: Promise<LeasedMessage[]> };
+
+/** A waiter claimed by a send: its terms, and how the send hands it what it leased (or nothing). */
+export interface Claim {
+  terms: HandoffTerms;
+  settle: (leased: LeasedMessage[]) => void;
+}
 
 interface Waiter {
-  wake: () => void;
+  wake: (end?: WaitEnd) => void;
+  terms: HandoffTerms | undefined;
 }
 
 export class Waiters {
@@ -28,31 +47,60 @@ export class Waiters {
    * Resolves at the first of: notify(queue), deadlineMs, or the signal aborting. If a notification
    * came since `sinceVersion` was read, resolves at once: the caller looked too early to see it.
    */
-  wait(queue: string, deadlineMs: number, sinceVersion: number, signal?: AbortSignal): Promise<void> {
-    if (this.version(queue) !== sinceVersion) return Promise.resolve();
+  wait(
+    queue: string,
+    deadlineMs: number,
+    sinceVersion: number,
+    signal?: AbortSignal,
+    terms?: HandoffTerms,
+  ): Promise<WaitEnd> {
+    if (this.version(queue) !== sinceVersion) return Promise.resolve(undefined);
     if (this.count >= limits.waitersMax) return Promise.reject(new HopperError("too_many_waiters"));
-    return new Promise<void>((resolve) => {
+    return new Promise<WaitEnd>((resolve) => {
       let set = this.byQueue.get(queue);
       if (!set) {
         set = new Set();
         this.byQueue.set(queue, set);
       }
       const waiters = set;
+      const onAbort = () => waiter.wake();
       const waiter: Waiter = {
-        wake: () => {
+        wake: (end) => {
           if (!waiters.delete(waiter)) return;
           this.count--;
           if (waiters.size === 0) this.byQueue.delete(queue);
           cancelTimer();
-          signal?.removeEventListener("abort", waiter.wake);
-          resolve();
+          signal?.removeEventListener("abort", onAbort);
+          resolve(end);
         },
+        terms,
       };
       waiters.add(waiter);
       this.count++;
-      const cancelTimer = this.clock.setTimer(deadlineMs, waiter.wake);
-      signal?.addEventListener("abort", waiter.wake, { once: true });
+      const cancelTimer = this.clock.setTimer(deadlineMs, () => waiter.wake());
+      signal?.addEventListener("abort", onAbort, { once: true });
     });
+  }
+
+  /**
+   * Takes the longest-waiting waiter of the queue that takes hand-offs, if any, out of the queue's
+   * waiters: a send leases to it, then settles the claim with what it leased (nothing if it failed).
+   * The version is unchanged: a claim makes nothing available to the others.
+   */
+  claim(queue: string): Claim | undefined {
+    const set = this.byQueue.get(queue);
+    if (!set) return undefined;
+    for (const waiter of set) {
+      const { terms } = waiter;
+      if (!terms) continue;
+      let settle: (leased: LeasedMessage[]) => void = () => {};
+      const handoff = new Promise<LeasedMessage[]>((resolve) => {
+        settle = resolve;
+      });
+      waiter.wake({ handoff });
+      return { terms, settle };
+    }
+    return undefined;
   }
 
   /**

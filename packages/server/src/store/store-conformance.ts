@@ -254,6 +254,99 @@ export function exerciseStore(factory: StoreFactory): void {
         assert.equal((await store.queueGet({ name: "q" }))?.counters.acked, 1);
       });
 
+      /** One send into `queue` with a hand-off of up to `max`, leased until t0 + 30 s. */
+      const sendHandingOff = async (
+        queue: string,
+        messages: NewMessage[],
+        handoff: { max: number; inFlightMax?: number },
+        policy: SendPolicy = noSendPolicy,
+      ) => {
+        const [result] = await store.queueSendMany({
+          sends: [
+            {
+              queue,
+              messages,
+              policy,
+              handoff: {
+                max: handoff.max,
+                leaseExpiresAt: t0 + 30_000,
+                inFlightMax: handoff.inFlightMax ?? 1000,
+              },
+            },
+          ],
+          now: t0,
+        });
+        return result?.leased ?? [];
+      };
+
+      test("a send hands off its first messages visible now, higher priority first, leased as it writes", async () => {
+        const leased = await sendHandingOff(
+          "q",
+          [
+            message({ body: "low" }),
+            message({ body: "delayed", priority: 9, visibleAt: t0 + 5_000 }),
+            message({ body: "high", priority: 5 }),
+            message({ body: "later" }),
+          ],
+          { max: 2 },
+        );
+        assert.deepEqual(
+          leased.map((m) => [m.body.toString(), m.deliveryCount, m.firstDeliveredAt, m.visibleAt]),
+          [
+            ["high", 1, t0, t0 + 30_000],
+            ["low", 1, t0, t0 + 30_000],
+          ],
+        );
+        const depth = await store.queueDepth({ name: "q", now: t0 });
+        assert.deepEqual([depth.available, depth.delayed, depth.inFlight], [1, 1, 2]);
+        assert.deepEqual(
+          (await lease("q", t0)).messages.map((m) => m.body.toString()),
+          ["later"],
+          "a lease takes only what the hand-off left",
+        );
+        const acked = await store.queueAck({ queue: "q", receipts: leased.map((m) => m.receipt) });
+        assert.deepEqual(acked, [{ ok: true }, { ok: true }]);
+        const counters = (await store.queueGet({ name: "q" }))?.counters;
+        assert.deepEqual(
+          [counters?.published, counters?.delivered, counters?.acked],
+          [4, 3, 2],
+          "handed-off messages count as delivered",
+        );
+      });
+
+      test("a handed-off lease ends as any lease: the message comes back and the old receipt is stale", async () => {
+        const [handed] = await sendHandingOff("q", [message({ body: "a" })], { max: 1 });
+        assert.ok(handed);
+        assert.equal((await lease("q", t0 + 29_999)).messages.length, 0, "in flight until its lease ends");
+        const [again] = (await lease("q", t0 + 30_000)).messages;
+        assert.deepEqual([again?.body.toString(), again?.deliveryCount], ["a", 2]);
+        assert.deepEqual(await store.queueAck({ queue: "q", receipts: [handed.receipt] }), [
+          { error: "stale_receipt" },
+        ]);
+      });
+
+      test("a hand-off stays within the in-flight ceiling", async () => {
+        await send({ queue: "q", messages: [message(), message()] });
+        assert.equal((await lease("q", t0)).messages.length, 2);
+        const leased = await sendHandingOff("q", [message(), message()], { max: 10, inFlightMax: 3 });
+        assert.equal(leased.length, 1, "room for one more in flight");
+        assert.equal((await store.queueDepth({ name: "q", now: t0 })).available, 1);
+      });
+
+      test("no hand-off into a FIFO queue, nor for a send with a dedupId or an overflow policy", async () => {
+        await store.queueUpsert({ name: "f", kind: "fifo", attributes, now: t0 });
+        assert.deepEqual(await sendHandingOff("f", [message({ key: "k" })], { max: 10 }), []);
+        const window = { dedupWindowMs: 60_000, overflow: null };
+        assert.deepEqual(await sendHandingOff("q", [message({ dedupId: "d" })], { max: 10 }, window), []);
+        const overflow: SendPolicy = {
+          dedupWindowMs: 0,
+          overflow: { maxDepth: 100, policy: "reject", deadLetter: null },
+        };
+        assert.deepEqual(await sendHandingOff("q", [message()], { max: 10 }, overflow), []);
+        assert.equal((await lease("q", t0)).messages.length, 2, "their messages wait for a lease");
+        assert.equal((await lease("f", t0)).messages.length, 1);
+      });
+
       test("lease respects the in-flight ceiling", async () => {
         await send({ queue: "q", messages: [message(), message(), message()] });
         const leaseCapped = (now: number) =>

@@ -178,6 +178,30 @@ export interface QueueSend {
   queue: string;
   messages: NewMessage[];
   policy: SendPolicy;
+  /** A receive waiting on the queue that takes messages of this send as they are written. */
+  handoff?: Handoff;
+}
+
+/**
+ * The terms of a hand-off: the store leases, in the send's own transaction, up to `max` of the
+ * messages it inserts that are visible at the send's `now` — in the order a lease takes them (higher
+ * priority first, then in order) and within the in-flight ceiling — as a lease until leaseExpiresAt
+ * would: delivery count 1, first delivered now, counted as delivered. It hands off only into a
+ * standard queue and only for a send without an overflow policy whose messages have no dedupId;
+ * otherwise it leases nothing. A store may lease fewer than that, down to none (the PostgreSQL store
+ * hands off only in its one-statement send into one queue): the broker wakes other receives for
+ * whatever a send left available. One send into one standard queue is always handed off.
+ */
+export interface Handoff {
+  max: number;
+  leaseExpiresAt: number;
+  inFlightMax: number;
+}
+
+/** What a send stored in one queue: the id standing for each message, and what it handed off. */
+export interface SendOutcome {
+  ids: string[];
+  leased: LeasedMessage[];
 }
 
 export interface StoredMessage extends NewMessage {
@@ -260,10 +284,11 @@ export interface Store {
    * Stores each send's messages in its queue, applying its policy (SendPolicy), all of them or none
    * (one exchange publish writes several queues). In a FIFO queue each message joins the group of
    * its key (a message without a key is in the queue's keyless group). Answers, per send and per
-   * message, the id that stands for it: its own, or for a duplicate the original's. Throws
-   * queue_not_found and queue_full.
+   * message, the id that stands for it: its own, or for a duplicate the original's; and the messages
+   * leased to the send's hand-off (Handoff), in the order leased. Throws queue_not_found and
+   * queue_full.
    */
-  queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<{ ids: string[] }[]>;
+  queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<SendOutcome[]>;
 
   /** Creates the exchange, or updates its alternate. Throws exchange_type_mismatch. */
   exchangeUpsert(params: {
@@ -431,4 +456,25 @@ export function dedupIdFor(
   if (attributes.dedupWindowMs === 0) return null;
   if (message.dedupId) return message.dedupId;
   return attributes.contentBasedDedup ? createHash("sha256").update(message.body).digest("hex") : null;
+}
+
+/**
+ * Which messages of a send its hand-off may lease, and in what order: for each message its rank
+ * (1 for the first to lease) among the first `max` of those visible at `now` in lease order (higher
+ * priority first, then in order), 0 for the others. Undefined when the send hands off nothing (no
+ * hand-off, an overflow policy, a dedupId). The store leases ranks up to its in-flight room.
+ */
+export function handoffRanks(send: QueueSend, now: number): number[] | undefined {
+  const { handoff } = send;
+  if (!handoff || send.policy.overflow !== null) return undefined;
+  if (send.messages.some((message) => message.dedupId !== null)) return undefined;
+  const order = send.messages
+    .map((message, index) => ({ message, index }))
+    .filter(({ message }) => message.visibleAt <= now)
+    .sort((a, b) => b.message.priority - a.message.priority || a.index - b.index);
+  const ranks = send.messages.map(() => 0);
+  order.slice(0, handoff.max).forEach(({ index }, i) => {
+    ranks[index] = i + 1;
+  });
+  return ranks;
 }

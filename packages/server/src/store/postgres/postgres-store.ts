@@ -19,6 +19,8 @@ import {
   depthOf,
   type ExchangeRecord,
   type ExchangeType,
+  type Handoff,
+  handoffRanks,
   type LeasedMessage,
   type MessageState,
   type NewMessage,
@@ -28,6 +30,7 @@ import {
   type QueueRecord,
   type QueueSend,
   type ReceiptResult,
+  type SendOutcome,
   type SendPolicy,
   type Store,
   type StoredMessage,
@@ -509,10 +512,14 @@ export class PostgresStore implements Store {
    * (statements.queueSendStatement); everything else, and a queue that turns out to be FIFO, is one
    * transaction.
    */
-  async queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<{ ids: string[] }[]> {
+  async queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<SendOutcome[]> {
     const [only] = params.sends;
     if (only && params.sends.length === 1 && this.sendFitsOneStatement(only)) {
-      const sent = await this.queueSendInOneStatement(only);
+      const ranks = handoffRanks(only, params.now);
+      const sent =
+        ranks && only.handoff
+          ? await this.queueSendHandingOff(only, ranks, only.handoff, params.now)
+          : await this.queueSendInOneStatement(only);
       if (sent) return [sent];
     }
     return this.queueSendInTransaction(params);
@@ -526,10 +533,71 @@ export class PostgresStore implements Store {
     );
   }
 
-  /** Returns undefined, having written nothing, when the queue is FIFO. */
-  private async queueSendInOneStatement(send: QueueSend): Promise<{ ids: string[] } | undefined> {
+  /**
+   * The one-statement send whose hand-off leases the messages ranked up to the queue's in-flight room
+   * (statements.queueSendHandingOffStatement). Announces the queue after the commit only if it left a
+   * message available. Returns undefined, having written nothing, when the queue is FIFO.
+   */
+  private async queueSendHandingOff(
+    send: QueueSend,
+    ranks: number[],
+    handoff: Handoff,
+    now: number,
+  ): Promise<SendOutcome | undefined> {
     const { messages } = send;
-    const columns = messageColumns(messages);
+    const tokenBase = this.random.uint48();
+    const { rows } = await this.statement<{ kind: QueueKind; seqs: number[]; tokens: number[] }>(
+      sql.queueSendHandingOffStatement,
+      [
+        ...this.sendParams(send),
+        ranks,
+        handoff.max,
+        handoff.inFlightMax,
+        now,
+        handoff.leaseExpiresAt,
+        tokenBase,
+      ],
+    );
+    const row = rows[0];
+    if (!row) throw queueNotFound(send.queue);
+    this.hintKind(send.queue, row.kind);
+    if (row.kind !== "standard") return undefined;
+    const byRank = new Map(ranks.map((rank, index) => [rank, messages[index] as NewMessage]));
+    const leased = row.seqs.map((seq, i): LeasedMessage => {
+      const token = row.tokens[i] as number;
+      const message = byRank.get(token - tokenBase) as NewMessage;
+      return {
+        ...message,
+        visibleAt: handoff.leaseExpiresAt,
+        deliveryCount: 1,
+        firstDeliveredAt: now,
+        receipt: encodeReceipt(seq, token),
+      };
+    });
+    const visibleNow = messages.filter((message) => message.visibleAt <= now).length;
+    if (leased.length < visibleNow) this.announceCommitted(send.queue);
+    return { ids: messages.map((message) => message.id), leased };
+  }
+
+  /** $1–$10 of the one-statement sends (statements.ts queueSend): the queue, the message columns, a shard. */
+  private sendParams(send: QueueSend): unknown[] {
+    const columns = messageColumns(send.messages);
+    return [
+      send.queue,
+      columns.ids,
+      columns.bodies,
+      columns.contentTypes,
+      columns.headers,
+      columns.keys,
+      columns.priorities,
+      columns.publishedAts,
+      columns.visibleAts,
+      this.counterShard(),
+    ];
+  }
+
+  /** Returns undefined, having written nothing, when the queue is FIFO. */
+  private async queueSendInOneStatement(send: QueueSend): Promise<SendOutcome | undefined> {
     // Alone on this node (no other call holds or awaits a connection), the send NOTIFYs in its own
     // commit: one round trip instead of two. Otherwise the NOTIFY goes after the commit, shared by the
     // sends of one turn, since PostgreSQL serializes the commits of transactions that NOTIFY. Neither
@@ -541,31 +609,19 @@ export class PostgresStore implements Store {
       : [];
     const { rows } = await this.statement<{ queue_id: number; kind: QueueKind }>(
       notifying ? sql.queueSendNotifyingStatement : sql.queueSendStatement,
-      [
-        send.queue,
-        columns.ids,
-        columns.bodies,
-        columns.contentTypes,
-        columns.headers,
-        columns.keys,
-        columns.priorities,
-        columns.publishedAts,
-        columns.visibleAts,
-        this.counterShard(),
-        ...notify,
-      ],
+      [...this.sendParams(send), ...notify],
     );
     const row = rows[0];
     if (!row) throw queueNotFound(send.queue);
     this.hintKind(send.queue, row.kind);
     if (row.kind !== "standard") return undefined;
     if (!notifying) this.announceCommitted(send.queue);
-    return { ids: columns.ids };
+    return { ids: send.messages.map((message) => message.id), leased: [] };
   }
 
-  private queueSendInTransaction(params: { sends: QueueSend[]; now: number }): Promise<{ ids: string[] }[]> {
+  private queueSendInTransaction(params: { sends: QueueSend[]; now: number }): Promise<SendOutcome[]> {
     return this.transaction(async (client) => {
-      const results: { ids: string[] }[] = [];
+      const results: SendOutcome[] = [];
       // Queues are locked in name order (message-writes.ts), so that two sends into the same queues
       // with a maxDepth never wait for each other in a cycle; results keep the order of the sends.
       const order = params.sends.map((_, index) => index);
@@ -587,7 +643,7 @@ export class PostgresStore implements Store {
           send.policy,
           params.now,
         );
-        results[index] = { ids };
+        results[index] = { ids, leased: [] };
         this.announceOnCommit(client, ...written);
       }
       return results;

@@ -526,6 +526,54 @@ export const queueSendStatement = queueSend(false);
 export const queueSendNotifyingStatement = queueSend(true);
 
 /**
+ * The one-statement send with a hand-off (store.ts Handoff): the messages ranked 1 to the queue's
+ * in-flight room are inserted already leased, the rest as queueSendStatement inserts them; never
+ * NOTIFYs (the caller announces what was left available). $1–$10 as queueSend, then $11 ranks (per
+ * message, 0 or its rank, store.ts handoffRanks), $12 max, $13 inFlightMax, $14 now, $15
+ * leaseExpiresAt, $16 tokenBase (the message of rank r gets tokenBase + r). Returns: { queue_id,
+ * kind, seqs, tokens } when the queue exists, seqs and tokens of the leased messages in rank order.
+ */
+export const queueSendHandingOffStatement = `
+  WITH q AS (SELECT queue_id, kind FROM queues WHERE name = $1 FOR KEY SHARE),
+  room AS (
+    SELECT greatest(0, least($12::int, $13::int - count(*))) AS n FROM messages m, q
+    WHERE q.kind = 'standard' AND m.queue_id = q.queue_id AND m.visible_at > $14 AND m.lease_token IS NOT NULL
+  ),
+  inserted AS (
+    INSERT INTO messages (queue_id, id, body, content_type, headers, key, priority, published_at, visible_at,
+      delivery_count, first_delivered_at, lease_token)
+    SELECT q.queue_id, m.id, m.body, m.content_type, m.headers, m.key, m.priority, m.published_at,
+      CASE WHEN m.leased THEN $15 ELSE m.visible_at END,
+      CASE WHEN m.leased THEN 1 ELSE 0 END,
+      CASE WHEN m.leased THEN $14 END,
+      CASE WHEN m.leased THEN $16::bigint + m.rank END
+    FROM q, (
+      SELECT u.*, u.rank BETWEEN 1 AND (SELECT n FROM room) AS leased
+      FROM unnest($2::text[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::smallint[], $8::bigint[],
+        $9::bigint[], $11::int[])
+        WITH ORDINALITY AS u(id, body, content_type, headers, key, priority, published_at, visible_at, rank, ord)
+    ) m
+    WHERE q.kind = 'standard'
+    ORDER BY m.ord
+    RETURNING seq, lease_token
+  ),
+  counted AS (
+    INSERT INTO queue_counters AS c (queue_id, shard, published, delivered)
+    SELECT queue_id, $10, cardinality($2::text[]),
+      (SELECT count(*) FROM inserted WHERE lease_token IS NOT NULL)
+    FROM q WHERE q.kind = 'standard'
+    ON CONFLICT (queue_id, shard) DO UPDATE SET
+      published = c.published + excluded.published,
+      delivered = c.delivered + excluded.delivered
+  )
+  SELECT queue_id, kind,
+    coalesce((SELECT array_agg(seq::float8 ORDER BY lease_token) FROM inserted WHERE lease_token IS NOT NULL),
+      '{}') AS seqs,
+    coalesce((SELECT array_agg(lease_token::float8 ORDER BY lease_token) FROM inserted
+      WHERE lease_token IS NOT NULL), '{}') AS tokens
+  FROM q`;
+
+/**
  * One ack batch in a standard queue as one statement: delete each row whose latest lease the
  * (seq, token) pair names and count the deletions. In a FIFO queue it deletes nothing (an ack there
  * may hand a group to its next message, which needs the group's lock) and says so by the kind.

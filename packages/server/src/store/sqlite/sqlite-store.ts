@@ -19,6 +19,8 @@ import {
   depthOf,
   type ExchangeRecord,
   type ExchangeType,
+  type Handoff,
+  handoffRanks,
   type LeasedMessage,
   type MessageState,
   type NewMessage,
@@ -29,6 +31,7 @@ import {
   type QueueRecord,
   type QueueSend,
   type ReceiptResult,
+  type SendOutcome,
   type SendPolicy,
   type Store,
   type StoredMessage,
@@ -259,13 +262,15 @@ export class SqliteStore implements Store {
     return { ...counts, oldestPublishedAt: oldest };
   }
 
-  queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<{ ids: string[] }[]> {
+  queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<SendOutcome[]> {
     return this.writes.run(() => params.sends.map((send) => this.sendOne(send, params.now)));
   }
 
   /** One queue's part of a send: deduplication, then the overflow check, the inserts, the trim. */
-  private sendOne(send: QueueSend, now: number): { ids: string[] } {
+  private sendOne(send: QueueSend, now: number): SendOutcome {
     const queue = this.requireQueue(send.queue);
+    const ranks = queue.kind === "standard" ? handoffRanks(send, now) : undefined;
+    if (ranks && send.handoff) return this.sendHandingOff(queue, send.messages, ranks, send.handoff, now);
     const { dedupWindowMs, overflow } = send.policy;
     // Decide duplicates before writing anything, so that a refused send writes nothing.
     const seen = new Map<string, string>();
@@ -290,7 +295,7 @@ export class SqliteStore implements Store {
       }
     }
     for (const message of stored) {
-      this.insertMessage(queue, message, 0);
+      this.insertMessage(queue, message);
       if (message.dedupId !== null && dedupWindowMs > 0) {
         this.stmt(sql.dedupUpsert).run({
           queueId: queue.queue_id,
@@ -302,7 +307,45 @@ export class SqliteStore implements Store {
     }
     if (stored.length > 0) this.addCounters(queue.queue_id, { published: stored.length });
     this.trimOverflow(send.queue, send.policy, now);
-    return { ids };
+    return { ids, leased: [] };
+  }
+
+  /**
+   * A send into a standard queue with neither deduplication nor overflow, whose hand-off takes the
+   * messages ranked 1 to its in-flight room, inserted already leased.
+   */
+  private sendHandingOff(
+    queue: SqliteQueueRow,
+    messages: NewMessage[],
+    ranks: number[],
+    handoff: Handoff,
+    now: number,
+  ): SendOutcome {
+    const queueId = queue.queue_id;
+    const inFlight = this.inFlightAtMost(queueId, now, handoff.max, handoff.inFlightMax);
+    const room = Math.max(0, Math.min(handoff.max, handoff.inFlightMax - inFlight));
+    // As a lease's (queueLease): 40 random bits, and the rank added, so the tokens of one call differ.
+    const tokenBase = Math.floor(this.random.uint48() / 2 ** 8);
+    const leased: LeasedMessage[] = [];
+    messages.forEach((message, index) => {
+      const rank = ranks[index] ?? 0;
+      if (rank === 0 || rank > room) {
+        this.insertMessage(queue, message);
+        return;
+      }
+      const lease = { visibleAt: handoff.leaseExpiresAt, firstDeliveredAt: now, token: tokenBase + rank };
+      const seq = this.insertMessage(queue, message, lease);
+      leased[rank - 1] = {
+        ...message,
+        visibleAt: lease.visibleAt,
+        deliveryCount: 1,
+        firstDeliveredAt: now,
+        receipt: encodeReceipt(seq, lease.token),
+      };
+    });
+    this.addCounters(queueId, { published: messages.length, delivered: leased.length });
+    this.inFlightBounds.set(queueId, inFlight + leased.length);
+    return { ids: messages.map((message) => message.id), leased };
   }
 
   /**
@@ -330,12 +373,16 @@ export class SqliteStore implements Store {
    * Inserts one message. In a FIFO queue it joins the group of its key ("" without one) and is the
    * group's head if the group holds no other message; FIFO queues have no priorities.
    */
-  private insertMessage(queue: SqliteQueueRow, message: NewMessage, deliveryCount: number): void {
+  private insertMessage(
+    queue: SqliteQueueRow,
+    message: NewMessage,
+    lease?: { visibleAt: number; firstDeliveredAt: number; token: number },
+  ): number {
     const hasHeaders = Object.keys(message.headers).length > 0;
     const fifo = queue.kind === "fifo";
     const groupKey = fifo ? (message.key ?? "") : null;
     const head = fifo && !this.stmt(sql.groupHasMessage).get({ queueId: queue.queue_id, groupKey }) ? 1 : 0;
-    this.stmt(sql.messageInsert).run({
+    return this.stmt(sql.messageInsert).run({
       queueId: queue.queue_id,
       id: message.id,
       body: message.body,
@@ -347,9 +394,11 @@ export class SqliteStore implements Store {
       groupKey,
       head,
       publishedAt: message.publishedAt,
-      visibleAt: message.visibleAt,
-      deliveryCount,
-    });
+      visibleAt: lease?.visibleAt ?? message.visibleAt,
+      deliveryCount: lease ? 1 : 0,
+      firstDeliveredAt: lease?.firstDeliveredAt ?? null,
+      leaseToken: lease?.token ?? null,
+    }).lastInsertRowid as number;
   }
 
   /** Deletes one message; if it was a FIFO group's head, the next message of the group becomes it. */
@@ -381,7 +430,7 @@ export class SqliteStore implements Store {
     for (const name of route.queues) {
       const target = this.queueRow(name);
       if (!target) continue;
-      this.insertMessage(target, copy, 0);
+      this.insertMessage(target, copy);
       this.addCounters(target.queue_id, { published: 1 });
     }
     this.deleteRow(source, row.seq);
@@ -481,7 +530,7 @@ export class SqliteStore implements Store {
   /**
    * The queue's messages in flight, or more. Counting them reads every in-flight entry of the index
    * (44 µs for 1,000), so a lease counts only when the ceiling could bind: it keeps, per queue, the
-   * last count plus what it leased since. Only this store's leases put messages in flight, and acks,
+   * last count plus what it leased since. Only this store's leases and hand-offs put messages in flight, and acks,
    * nacks and ended leases only take them out, so that sum never falls below the true count; while it
    * leaves room for `max` more, the exact count would allow `max` too. An extend can take an ended
    * lease back in flight, so it drops the queue's sum and the next lease counts. (A clock stepping
@@ -668,7 +717,7 @@ export class SqliteStore implements Store {
           stoppedBy = queueFull(name, overflow.maxDepth, depth);
           break;
         }
-        this.insertMessage(target, { ...message, publishedAt: params.now, visibleAt: params.now }, 0);
+        this.insertMessage(target, { ...message, publishedAt: params.now, visibleAt: params.now });
         this.addCounters(target.queue_id, { published: 1 });
         this.trimOverflow(name, policy, params.now);
         this.deleteRow(source, row.seq);

@@ -57,12 +57,13 @@ export const queueAddCounters = `
   WHERE queue_id = :queueId`;
 
 /** Params: queueId, id, body, contentType, headers (JSON or NULL), key, priority, dedupId, groupKey,
- * head (0 or 1), publishedAt, visibleAt, deliveryCount. */
+ * head (0 or 1), publishedAt, visibleAt, deliveryCount, firstDeliveredAt and leaseToken (NULL, but for
+ * a message inserted leased, as a hand-off does). */
 export const messageInsert = `
   INSERT INTO messages (queue_id, id, body, content_type, headers, key, priority, dedup_id, group_key, head,
-    published_at, visible_at, delivery_count)
+    published_at, visible_at, delivery_count, first_delivered_at, lease_token)
   VALUES (:queueId, :id, :body, :contentType, :headers, :key, :priority, :dedupId, :groupKey, :head,
-    :publishedAt, :visibleAt, :deliveryCount)`;
+    :publishedAt, :visibleAt, :deliveryCount, :firstDeliveredAt, :leaseToken)`;
 
 /**
  * Params: queueId, now, expiredBefore, limit. Returns: the next available priority-0 messages in
