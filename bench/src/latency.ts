@@ -2,9 +2,10 @@
  * W2, latency at a fixed rate: messages are published on a schedule (open loop), each carrying the
  * time it was MEANT to be sent. Latency is measured from that intended time, so when the server or the
  * load generator stalls, the messages that should have gone out during the stall show the wait as
- * latency instead of silently not being sent (no coordinated omission). The consumer pulls, or is
- * pushed to (its socket is up before the schedule starts); a delivery's time is when its receive was
- * answered, or when the pushed frame reached the handler.
+ * latency instead of silently not being sent (no coordinated omission). The consumers (one unless
+ * told more: many idle workers on one queue) pull, or are pushed to (their sockets are up before the
+ * schedule starts); a delivery's time is when its receive was answered, or when the pushed frame
+ * reached the handler.
  */
 
 import { performance } from "node:perf_hooks";
@@ -14,10 +15,12 @@ import { latencyDrainMs, progressStallMs, scheduleLeadMs } from "./limits.js";
 import { startMeasuring, type WorkloadContext, type WorkloadCosts } from "./measure.js";
 import { Wakeup, withWatchdog } from "./progress.js";
 import { type Percentiles, percentiles } from "./statistics.js";
+import type { BenchConsumer, OnMessage } from "./target.js";
 
 export interface LatencyResult {
   ratePerSecond: number;
   seconds: number;
+  consumers: number;
   messages: number;
   /** Intended send time → the consumer's receive answered, in ms. */
   endToEndMs: Percentiles;
@@ -36,12 +39,12 @@ export interface LatencyResult {
 
 export async function runLatency(
   context: WorkloadContext,
-  params: { queue: string; ratePerSecond: number; seconds: number; bodyBytes: number },
+  params: { queue: string; ratePerSecond: number; seconds: number; bodyBytes: number; consumers: number },
 ): Promise<LatencyResult> {
   const { target } = context;
   const { queue, ratePerSecond, seconds, bodyBytes } = params;
   await target.createQueue(queue);
-  // As in W1: with several Hopper nodes the producer is on node 0 and the consumer on node 1.
+  // As in W1: with several Hopper nodes the producer is on node 0 and the consumers on node 1.
   const producer = target.connect(queue, 0);
   const messages = Math.round(ratePerSecond * seconds);
   const intervalMs = 1000 / ratePerSecond;
@@ -51,7 +54,7 @@ export async function runLatency(
   const delivered = new Uint8Array(messages);
   let duplicates = 0;
 
-  const consumer = startConsumer(context, queue, 1, (message, receivedAtMs) => {
+  const onMessage: OnMessage = (message, receivedAtMs) => {
     const { seq, intendedAtMs } = message.body;
     if (!(seq >= 0 && seq < messages)) throw new Error(`received sequence number ${seq} out of range`);
     if (delivered[seq] === 1) {
@@ -61,10 +64,15 @@ export async function runLatency(
     delivered[seq] = 1;
     endToEndSamples.push(receivedAtMs - intendedAtMs);
     if (seq >= ratePerSecond) afterFirstSecondSamples.push(receivedAtMs - intendedAtMs);
-  });
+  };
+  const consumers = Array.from({ length: params.consumers }, () =>
+    startConsumer(context, queue, 1, onMessage),
+  );
+  const sum = (count: (consumer: BenchConsumer) => number) =>
+    consumers.reduce((total, consumer) => total + count(consumer), 0);
   let scheduleTimer: ReturnType<typeof setTimeout> | undefined;
   try {
-    await consumer.ready();
+    await Promise.all(consumers.map((consumer) => consumer.ready()));
     const measuring = await startMeasuring(context);
     const startedAtMs = performance.now();
     const scheduleStartMs = startedAtMs + scheduleLeadMs;
@@ -110,26 +118,29 @@ export async function runLatency(
       }
     };
     const consume = async (): Promise<void> => {
-      while (endToEndSamples.length < messages) await consumer.activity.wait();
-      await consumer.settled();
+      while (endToEndSamples.length < messages) {
+        await Promise.race(consumers.map((consumer) => consumer.activity.wait()));
+      }
+      await Promise.all(consumers.map((consumer) => consumer.settled()));
     };
     await withWatchdog(
       {
         workload: "W2 latency",
         deadlineMs: seconds * 1000 + latencyDrainMs,
         stallMs: progressStallMs,
-        progress: () => issued + confirmed + consumer.received,
+        progress: () => issued + confirmed + sum((consumer) => consumer.received),
         describe: () =>
           `${issued}/${messages} issued, ${confirmed} confirmed, ${endToEndSamples.length} delivered, ` +
-          `${consumer.acked} acked`,
+          `${sum((consumer) => consumer.acked)} acked`,
       },
-      Promise.race([Promise.all([produce(), consume()]), consumer.failed]),
+      Promise.race([Promise.all([produce(), consume()]), ...consumers.map((consumer) => consumer.failed)]),
     );
-    await consumer.stop();
+    for (const consumer of consumers) await consumer.stop();
     const elapsedMs = performance.now() - startedAtMs;
     return {
       ratePerSecond,
       seconds,
+      consumers: params.consumers,
       messages,
       endToEndMs: percentiles(endToEndSamples),
       endToEndAfterFirstSecondMs: percentiles(afterFirstSecondSamples),
@@ -142,6 +153,6 @@ export async function runLatency(
   } finally {
     // A failed run must not go on publishing into the next one.
     clearTimeout(scheduleTimer);
-    await stopConsumers([consumer]);
+    await stopConsumers(consumers);
   }
 }

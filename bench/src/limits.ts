@@ -71,6 +71,8 @@ export const messagesMax = 10_000_000;
 export const ratePerSecondMax = 100_000;
 /** An hour is already far beyond what a benchmark run should take. */
 export const latencySecondsMax = 3600;
+/** W2's consumers: enough for a pool of idle workers; each holds a connection (or a socket) to the target. */
+export const latencyConsumersMax = 200;
 
 // W3, the backlog.
 

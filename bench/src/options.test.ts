@@ -46,3 +46,10 @@ test("queue runs one broker by its compare name, without Hopper's options", () =
     /Hopper's consumer/,
   );
 });
+
+test("W2 has one consumer unless told more, within its limit", () => {
+  assert.equal(parseBenchOptions(["queue"]).latencyConsumers, 1);
+  assert.equal(parseBenchOptions(["queue", "--latency-consumers", "20"]).latencyConsumers, 20);
+  assert.throws(() => parseBenchOptions(["queue", "--latency-consumers", "0"]), /latency-consumers/);
+  assert.throws(() => parseBenchOptions(["queue", "--latency-consumers", "201"]), /latency-consumers/);
+});

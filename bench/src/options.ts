@@ -13,6 +13,7 @@ import {
   fifoGroupsDefault,
   fifoGroupsMax,
   fifoMessagesDefault,
+  latencyConsumersMax,
   latencySecondsMax,
   messagesMax,
   natsUrlDefault,
@@ -119,6 +120,8 @@ export interface BenchOptions {
   ratePerSecond: number;
   /** W2: how long the fixed-rate schedule runs. */
   latencySeconds: number;
+  /** W2: how many consumers share the queue (1: one consumer; more: many idle workers, as a pool). */
+  latencyConsumers: number;
   /** The PostgreSQL database of every PostgreSQL run; each run makes and drops its own schema. */
   pgUrl: string;
   /** The RabbitMQ and NATS servers of the compare runs, and the redis-server binary the bench starts. */
@@ -145,7 +148,7 @@ export const usage = `usage: npm run bench -- queue [--target hopper|skiplocked|
   all take: [--workloads w1,w2,w3,fanout,fifo] [--messages 50000] [--backlog ${backlogMessagesDefault}]
             [--fanout-messages ${fanoutMessagesDefault}] [--fifo-messages ${fifoMessagesDefault}] [--fifo-groups ${fifoGroupsDefault}]
             [--fifo-consumers ${fifoConsumersDefault}] [--fifo-queues standard,fifo]
-            [--body-bytes 1024] [--rate 1000] [--latency-seconds 10]
+            [--body-bytes 1024] [--rate 1000] [--latency-seconds 10] [--latency-consumers 1]
             [--durability fsync|os] [--pg-url ${pgUrlDefault}] [--count-round-trips] [--count-frames]
             [--json out.json] [--profile-dir dir]
   workloads default to ${workloadsDefault} (compare-consumers: ${compareConsumersWorkloadsDefault}); fanout and fifo run only when named`;
@@ -175,6 +178,7 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
       durability: { type: "string", default: "fsync" },
       rate: { type: "string", default: "1000" },
       "latency-seconds": { type: "string", default: "10" },
+      "latency-consumers": { type: "string", default: "1" },
       "pg-url": { type: "string", default: pgUrlDefault },
       "rabbitmq-url": { type: "string", default: rabbitmqUrlDefault },
       "nats-url": { type: "string", default: natsUrlDefault },
@@ -245,6 +249,7 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
     durability,
     ratePerSecond: integerFlag("rate", values.rate, 1, ratePerSecondMax),
     latencySeconds: integerFlag("latency-seconds", values["latency-seconds"], 1, latencySecondsMax),
+    latencyConsumers: integerFlag("latency-consumers", values["latency-consumers"], 1, latencyConsumersMax),
     pgUrl: values["pg-url"],
     rabbitmqUrl: values["rabbitmq-url"],
     natsUrl: values["nats-url"],

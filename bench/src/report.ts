@@ -309,7 +309,8 @@ function headerLine(report: BenchReport): string {
   const { machine, options, fsyncProbe: probe } = report;
   return (
     `${report.benchmark}, ${report.startedAt}, ${machine.cpus} × ${machine.cpuModel}, Node ${machine.node}; ` +
-    `W1 ${options.messages} msgs, W2 ${options.ratePerSecond} msg/s × ${options.latencySeconds} s, ` +
+    `W1 ${options.messages} msgs, W2 ${options.ratePerSecond} msg/s × ${options.latencySeconds} s` +
+    `${options.latencyConsumers > 1 ? ` to ${options.latencyConsumers} consumers` : ""}, ` +
     `W3 ${options.backlog} msgs, fan-out ${options.fanoutMessages} msgs, ` +
     `FIFO ${options.fifoMessages} msgs in ${options.fifoGroups} groups with ${options.fifoConsumers} consumers; bodies of ${options.bodyBytes} B; disk: ${integer.format(probe.flushesPerSecond)} ` +
     `flushes/s (4 KiB + fdatasync, p50 ${fine.format(probe.latencyMs.p50)}, p99 ${fine.format(probe.latencyMs.p99)} ms)`

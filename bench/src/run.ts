@@ -98,12 +98,16 @@ export async function runOne(
         });
         log(`W1: ${Math.round(report.throughput.endToEndPerSecond)} msg/s end to end`);
       } else if (workload === "w2") {
-        log(`${report.label}: W2 latency, ${options.ratePerSecond} msg/s for ${options.latencySeconds} s`);
+        const to = options.latencyConsumers > 1 ? ` to ${options.latencyConsumers} consumers` : "";
+        log(
+          `${report.label}: W2 latency, ${options.ratePerSecond} msg/s for ${options.latencySeconds} s${to}`,
+        );
         report.latency = await runLatency(context, {
           queue: "bench-w2-latency",
           ratePerSecond: options.ratePerSecond,
           seconds: options.latencySeconds,
           bodyBytes: options.bodyBytes,
+          consumers: options.latencyConsumers,
         });
         log(`W2: p99 ${report.latency.endToEndMs.p99.toFixed(1)} ms end to end`);
       } else if (workload === "fanout") {
