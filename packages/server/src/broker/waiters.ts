@@ -44,8 +44,9 @@ export class Waiters {
   }
 
   /**
-   * Resolves at the first of: notify(queue), deadlineMs, or the signal aborting. If a notification
-   * came since `sinceVersion` was read, resolves at once: the caller looked too early to see it.
+   * Resolves at the first of: notify(queue), deadlineMs, the signal aborting, or a send claiming it
+   * (claim; only a waiter with hand-off terms). If a notification came since `sinceVersion` was read,
+   * or the signal has aborted already, resolves at once: the caller looked too early to see it.
    */
   wait(
     queue: string,
@@ -54,7 +55,7 @@ export class Waiters {
     signal?: AbortSignal,
     terms?: HandoffTerms,
   ): Promise<WaitEnd> {
-    if (this.version(queue) !== sinceVersion) return Promise.resolve(undefined);
+    if (this.version(queue) !== sinceVersion || signal?.aborted) return Promise.resolve(undefined);
     if (this.count >= limits.waitersMax) return Promise.reject(new HopperError("too_many_waiters"));
     return new Promise<WaitEnd>((resolve) => {
       let set = this.byQueue.get(queue);
