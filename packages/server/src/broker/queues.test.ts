@@ -387,20 +387,45 @@ describe("queue broker", () => {
     );
   });
 
-  test("a handed-off message whose receive was abandoned meanwhile goes back to the queue at once", async () => {
+  test("a handed-off message whose receive was abandoned meanwhile goes to the next long poll", async () => {
     await broker.putQueue("q", {});
-    const abandon = new AbortController();
-    const received = track(broker.receive("q", { max: 10, waitMs: 20_000, signal: abandon.signal }));
+    const abandoned = await longPoll("q");
+    const next = await longPoll("q");
+    // The caller leaves after the send claimed its receive, before the send's commit.
+    const sendMany = store.queueSendMany.bind(store);
+    store.queueSendMany = (params) => {
+      assert.ok(params.sends[0]?.handoff, "the send hands off");
+      void abandoned.leave();
+      return sendMany(params);
+    };
+    await broker.send("q", [text("a")]);
     await settle();
-    const sending = broker.send("q", [text("a")]);
-    abandon.abort();
-    await sending;
+    assert.deepEqual(abandoned.received(), [], "the receive that left answers nothing");
+    await clock.advance(0);
+    assert.deepEqual(
+      next.received()?.map((message) => [message.body.toString(), message.deliveryCount]),
+      [["a", 2]],
+      "handed back at once, it wakes the next long poll (the hand-off counted a delivery)",
+    );
+  });
+
+  test("a send that fails after claiming a long poll leaves it waiting, and the next send reaches it", async () => {
+    await broker.putQueue("q", {});
+    const poll = await longPoll("q");
+    const sendMany = store.queueSendMany.bind(store);
+    store.queueSendMany = async () => {
+      throw new Error("disk full");
+    };
+    await assert.rejects(broker.send("q", [text("lost")]), /disk full/);
     await settle();
-    assert.deepEqual(received(), [], "the receive that left answers nothing");
-    const stats = await broker.stats("q");
-    assert.deepEqual([stats.available, stats.inFlight], [1, 0]);
-    const [again] = await broker.receive("q", { max: 10 });
-    assert.equal(again?.body.toString(), "a");
+    assert.equal(poll.received(), undefined, "it looked, found nothing, and waits on");
+    store.queueSendMany = sendMany;
+    await broker.send("q", [text("b")]);
+    await settle();
+    assert.deepEqual(
+      poll.received()?.map((message) => message.body.toString()),
+      ["b"],
+    );
   });
 
   test("a long poll woken by a send that cannot hand off still leases in the send's own commit", async () => {
