@@ -254,6 +254,52 @@ export function exerciseStore(factory: StoreFactory): void {
         assert.equal((await store.queueGet({ name: "q" }))?.counters.acked, 1);
       });
 
+      test("concurrent sends into one queue each answer their own ids, and all are stored", async () => {
+        const sends = Array.from({ length: 20 }, (_, i) =>
+          Array.from({ length: 1 + (i % 3) }, () => message({ publishedAt: t0 + i, body: `s${i}` })),
+        );
+        const answers = await Promise.all(sends.map((messages) => send({ queue: "q", messages })));
+        answers.forEach((ids, i) => {
+          assert.deepEqual(
+            ids,
+            sends[i]?.map((m) => m.id),
+            `send ${i} got its own ids`,
+          );
+        });
+        const leased = (await lease("q", t0 + 100, 100)).messages.map((m) => m.body.toString());
+        assert.deepEqual(
+          leased,
+          sends.flatMap((messages) => messages.map((m) => m.body.toString())),
+          "every message, in visibility order",
+        );
+      });
+
+      test("concurrent ack batches: each answers its own receipts, and a receipt in two counts once", async () => {
+        await send({ queue: "q", messages: Array.from({ length: 12 }, () => message()) });
+        const receipts = (await lease("q", t0, 12)).messages.map((m) => m.receipt);
+        const batches = [receipts.slice(0, 4), receipts.slice(4, 8), receipts.slice(8, 12)];
+        // In the second call and the last: on PostgreSQL both wait behind the first and share a statement.
+        const shared = receipts[4] as string;
+        const results = await Promise.all([
+          ...batches.map((batch) => store.queueAck({ queue: "q", receipts: batch })),
+          store.queueAck({ queue: "q", receipts: [shared, "not-a-receipt"] }),
+        ]);
+        const [first, second, third, repeat] = results;
+        assert.deepEqual(
+          [first?.slice(1), second, third],
+          [Array(3).fill({ ok: true }), Array(4).fill({ ok: true }), Array(4).fill({ ok: true })],
+        );
+        const sharedOutcomes = [first?.[0], repeat?.[0]];
+        assert.deepEqual(
+          sharedOutcomes.filter((outcome) => outcome && "ok" in outcome).length,
+          1,
+          `the receipt in two calls is acked once: ${JSON.stringify(sharedOutcomes)}`,
+        );
+        assert.deepEqual(repeat?.[1], { error: "invalid_receipt" });
+        const counters = (await store.queueGet({ name: "q" }))?.counters;
+        assert.equal(counters?.acked, 12);
+      });
+
       /** One send into `queue` with a hand-off of up to `max`, leased until t0 + 30 s. */
       const sendHandingOff = async (
         queue: string,

@@ -39,6 +39,7 @@ import {
 import { StoreEvents } from "./events.js";
 import { groupKeyOf, type LockedQueue, MessageWrites, messageColumns } from "./message-writes.js";
 import { checkSchemaName, counterShards, migrations } from "./schema.js";
+import { StatementLines } from "./statement-lines.js";
 import * as sql from "./statements.js";
 
 export interface PostgresStoreOptions {
@@ -115,15 +116,20 @@ function compareNames(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/** The (seq, token) pairs whose rows were deleted, as the set receiptResults consumes. */
+function deletedPairs(deleted: readonly { seq: number; leaseToken: number }[]): Set<string> {
+  return new Set(deleted.map((pair) => `${pair.seq}.${pair.leaseToken}`));
+}
+
 /**
- * Each receipt's outcome, given the (seq, token) pairs whose rows were deleted. A receipt that appears
- * twice in one batch counts once; its repeat is stale, as it would be in a later call.
+ * Each receipt's outcome, given the pairs deleted and not yet counted (deletedPairs), which it takes
+ * out of `left`: a receipt that appears twice counts once; its repeat is stale, as it would be in a
+ * later call.
  */
 function receiptResults(
   decoded: readonly ({ seq: number; leaseToken: number } | undefined)[],
-  deleted: readonly { seq: number; leaseToken: number }[],
+  left: Set<string>,
 ): ReceiptResult[] {
-  const left = new Set(deleted.map((pair) => `${pair.seq}.${pair.leaseToken}`));
   return decoded.map((receipt): ReceiptResult => {
     if (!receipt) return { error: "invalid_receipt" };
     if (!left.delete(`${receipt.seq}.${receipt.leaseToken}`)) return { error: "stale_receipt" };
@@ -149,6 +155,9 @@ interface PlannedMove {
   target: MoveTarget;
 }
 
+/** The most messages, or receipts, that the calls waiting in a queue's line put into one statement. */
+const lineBatchMax = 1_000;
+
 export class PostgresStore implements Store {
   /** Writes run side by side on pooled connections; each commits when it is done. */
   readonly commitsInCallOrder = false;
@@ -169,6 +178,21 @@ export class PostgresStore implements Store {
    * queue may have been deleted and created again as the other kind (on another node, too).
    */
   private readonly kindHints = new Map<string, QueueKind>();
+  /**
+   * One-statement sends and acks go one statement at a time per queue; those that arrive meanwhile
+   * share the next (statement-lines.ts). A batch that finds a FIFO queue answers undefined for each
+   * call, which then takes the transactional path.
+   */
+  private readonly sendLines = new StatementLines<QueueSend, SendOutcome | undefined>(
+    (_queue, sends) => this.queueSendBatch(sends),
+    (send) => send.messages.length,
+    lineBatchMax,
+  );
+  private readonly ackLines = new StatementLines<string[], ReceiptResult[] | undefined>(
+    (queue, receipts) => this.queueAckBatch(queue, receipts),
+    (receipts) => receipts.length,
+    lineBatchMax,
+  );
 
   private constructor(options: PostgresStoreOptions, schema: string) {
     this.schema = schema;
@@ -519,10 +543,24 @@ export class PostgresStore implements Store {
       const sent =
         ranks && only.handoff
           ? await this.queueSendHandingOff(only, ranks, only.handoff, params.now)
-          : await this.queueSendInOneStatement(only);
+          : await this.sendLines.run(only.queue, only);
       if (sent) return [sent];
     }
     return this.queueSendInTransaction(params);
+  }
+
+  /** Sends of one queue as one statement, each answered with its own ids (sendLines). */
+  private async queueSendBatch(sends: QueueSend[]): Promise<(SendOutcome | undefined)[]> {
+    const [first] = sends;
+    invariant(first, "a batch holds at least one send");
+    const messages = sends.length === 1 ? first.messages : sends.flatMap((send) => send.messages);
+    const sent = await this.queueSendInOneStatement({ ...first, messages });
+    let offset = 0;
+    return sends.map((send) => {
+      const ids = sent?.ids.slice(offset, offset + send.messages.length);
+      offset += send.messages.length;
+      return ids && { ids, leased: [] };
+    });
   }
 
   private sendFitsOneStatement(send: QueueSend): boolean {
@@ -932,27 +970,35 @@ export class PostgresStore implements Store {
    */
   async queueAck(params: { queue: string; receipts: string[] }): Promise<ReceiptResult[]> {
     if (this.kindHints.get(params.queue) === "fifo") return this.queueAckInTransaction(params);
-    const decoded = params.receipts.map(decodeReceipt);
-    const valid = decoded.filter((receipt) => receipt !== undefined);
+    return (await this.ackLines.run(params.queue, params.receipts)) ?? this.queueAckInTransaction(params);
+  }
+
+  /**
+   * Ack batches of one standard queue as one statement (ackLines). The results are read off the
+   * deleted pairs call by call, in order, each pair counting once: a receipt in two of the calls is
+   * ok in the first and stale in the second, as if they had run one after the other. Undefined for
+   * each call when the queue is FIFO.
+   */
+  private async queueAckBatch(queue: string, batches: string[][]): Promise<(ReceiptResult[] | undefined)[]> {
+    const decoded = batches.map((receipts) => receipts.map(decodeReceipt));
+    const valid = decoded.flat().filter((receipt) => receipt !== undefined);
     const { rows } = await this.statement<{
       queue_id: number | null;
       kind: QueueKind | null;
       seqs: number[];
       tokens: number[];
     }>(sql.queueAckStatement, [
-      params.queue,
+      queue,
       valid.map((r) => r.seq),
       valid.map((r) => r.leaseToken),
       this.counterShard(),
     ]);
     const row = rows[0];
-    if (!row || row.queue_id === null || row.kind === null) throw queueNotFound(params.queue);
-    this.hintKind(params.queue, row.kind);
-    if (row.kind !== "standard") return this.queueAckInTransaction(params);
-    return receiptResults(
-      decoded,
-      row.seqs.map((seq, i) => ({ seq, leaseToken: row.tokens[i] as number })),
-    );
+    if (!row || row.queue_id === null || row.kind === null) throw queueNotFound(queue);
+    this.hintKind(queue, row.kind);
+    if (row.kind !== "standard") return batches.map(() => undefined);
+    const left = deletedPairs(row.seqs.map((seq, i) => ({ seq, leaseToken: row.tokens[i] as number })));
+    return decoded.map((receipts) => receiptResults(receipts, left));
   }
 
   /**
@@ -989,7 +1035,7 @@ export class PostgresStore implements Store {
       if (row.promoted > 0) this.announceOnCommit(client, params.queue);
       return receiptResults(
         decoded,
-        row.seqs.map((seq, i) => ({ seq, leaseToken: row.tokens[i] as number })),
+        deletedPairs(row.seqs.map((seq, i) => ({ seq, leaseToken: row.tokens[i] as number }))),
       );
     });
   }
