@@ -511,43 +511,47 @@ export class QueueBroker {
     const terms: HandoffTerms | undefined = options.autoAck
       ? undefined
       : { max, visibilityTimeoutMs: options.visibilityTimeoutMs ?? queue.attributes.visibilityTimeoutMs };
-    /** What a send handed off while this receive waited, answered with the version read before. */
-    let handed: LeasedMessage[] = [];
-    let version = this.waiters.version(name);
     try {
       for (let look = 0; ; look++) {
-        let leased = handed;
-        if (handed.length === 0) {
-          version = this.waiters.version(name);
-          // Whatever makes messages available notifies (a send, a nack, a move, another node's commit,
-          // a delay or lease falling due through the scheduler), so an unchanged version after a
-          // drained look means there is nothing to take yet. Only a long poll skips: it then waits
-          // below, having offered the scheduler the next time something falls due.
-          const skip = look === 0 && waitMs > 0 && options.drainedAtVersion === version;
-          leased = skip ? [] : await this.lease(queue, max, options.visibilityTimeoutMs, options.autoAck);
+        const version = this.waiters.version(name);
+        // Whatever makes messages available notifies (a send, a nack, a move, another node's commit,
+        // a delay or lease falling due through the scheduler), so an unchanged version after a drained
+        // look means there is nothing to take yet. Only a long poll skips: it then waits below, having
+        // offered the scheduler the next time something falls due.
+        const skip = look === 0 && waitMs > 0 && options.drainedAtVersion === version;
+        const leased = skip ? [] : await this.lease(queue, max, options.visibilityTimeoutMs, options.autoAck);
+        const kept = await this.unlessLeft(name, leased, options);
+        if (kept.length > 0 || options.signal?.aborted || this.stopped || this.clock.now() >= deadlineMs) {
+          return { messages: kept, version };
         }
-        if (options.signal?.aborted && !options.autoAck) {
-          // The caller left while the lease was being taken: hand the messages back at once rather
-          // than let them wait out a lease nobody holds.
-          if (leased.length > 0)
-            await this.extend(
-              name,
-              leased.map((message) => message.receipt),
-              0,
-            );
-          return { messages: [], version };
-        }
-        if (leased.length > 0 || this.stopped || this.clock.now() >= deadlineMs) {
-          return { messages: leased, version };
-        }
-        // Claimed by a send: what it leased is ours once it is done; nothing means look again.
+        // Claimed by a send: what it leased is ours once the send is done; nothing means look again.
         const end = await this.waitFor(name, deadlineMs, version, options.signal, terms);
-        handed = end ? await end.handoff : [];
-        if (handed.length === 0) queue = await this.queue(name);
+        const handed = end ? await end.handoff : [];
+        if (handed.length > 0) return { messages: await this.unlessLeft(name, handed, options), version };
+        queue = await this.queue(name);
       }
     } finally {
       if (counted) this.consumerClosed(name);
     }
+  }
+
+  /**
+   * The messages leased to a receive, unless its caller left meanwhile: then they are handed back at
+   * once (their lease cut to 0) rather than left to wait out a lease nobody holds, and none answered.
+   */
+  private async unlessLeft(
+    name: string,
+    leased: LeasedMessage[],
+    options: ReceiveOptions,
+  ): Promise<LeasedMessage[]> {
+    if (!options.signal?.aborted || options.autoAck) return leased;
+    if (leased.length > 0)
+      await this.extend(
+        name,
+        leased.map((message) => message.receipt),
+        0,
+      );
+    return [];
   }
 
   /**
