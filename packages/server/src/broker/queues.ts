@@ -94,11 +94,11 @@ interface PlannedSend extends QueueSend {
 }
 
 /** Whether a send can hand messages off (store.ts Handoff): the store would lease some of them. */
-function handsOff(send: PlannedSend, now: number): boolean {
+function handsOff(send: PlannedSend): boolean {
   return (
     send.record.kind === "standard" &&
     send.policy.overflow === null &&
-    send.firstVisibleAt <= now &&
+    send.visibleNow > 0 &&
     send.messages.every((message) => message.dedupId === null)
   );
 }
@@ -387,7 +387,7 @@ export class QueueBroker {
     // A long poll waiting on a queue takes the send's messages as they are written (handoffs.ts).
     const tickets = new Map<PlannedSend, HandoffTicket>();
     for (const send of all) {
-      const ticket = handsOff(send, now) ? this.handoffs.take(send.queue, send.visibleNow, now) : undefined;
+      const ticket = handsOff(send) ? this.handoffs.take(send.queue, send.visibleNow, now) : undefined;
       if (ticket) tickets.set(send, ticket);
     }
     const sending = this.store.queueSendMany({
@@ -404,7 +404,7 @@ export class QueueBroker {
     // committed, and then only if the send left a message available.
     const wakeAsCalled = this.store.commitsInCallOrder;
     const mayLeave = (send: PlannedSend) => send.visibleNow > (tickets.get(send)?.handoff.max ?? 0);
-    if (wakeAsCalled) this.wakeFor(all.filter(mayLeave), now);
+    if (wakeAsCalled) for (const send of all) if (mayLeave(send)) this.waiters.notify(send.queue);
     let answers: SendOutcome[];
     try {
       answers = await sending;
@@ -428,11 +428,6 @@ export class QueueBroker {
       const duplicate = routed === 0 && answered.length > 0;
       return { id: duplicate ? (answered[0] as string) : item.id, routed, duplicate };
     });
-  }
-
-  /** Wakes the long polls of each queue that a send makes a message available in now. */
-  private wakeFor(sends: readonly { queue: string; firstVisibleAt: number }[], now: number): void {
-    for (const send of sends) if (send.firstVisibleAt <= now) this.waiters.notify(send.queue);
   }
 
   /** After messages were written to the queue: set the timers they need. */
