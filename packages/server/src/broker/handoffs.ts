@@ -6,6 +6,12 @@
  * it would through the lease that a wake-up runs after them. A claim settles, with every message
  * leased to it, once the turn is over and each of its sends is done; a send that failed leased nothing.
  * Only what no claim could take wakes the other long polls (QueueBroker.sendCopies).
+ *
+ * Besides the long polls, a queue may have sinks: push consumers with credit beyond their own receive
+ * (push-consumer.ts). A sink is claimed only when no long poll waits, and only while its consumer's
+ * last look found the queue drained, so a sink never takes new messages ahead of older ones. It takes
+ * a send's messages while its own look is under way, which a long poll cannot: on a store whose looks
+ * take milliseconds (PostgreSQL), sends during a look would otherwise wait for the next one.
  */
 import { limits } from "../limits.js";
 import type { Handoff, LeasedMessage } from "../store/store.js";
@@ -25,6 +31,11 @@ interface OpenClaim {
   settled: boolean;
 }
 
+/** A taker of hand-offs that is not a long poll: claim reserves room for a send, or answers undefined. */
+export interface HandoffSink {
+  claim(): Claim | undefined;
+}
+
 /** One send's share of a claim: the terms to pass to the store, and the claim to report back to. */
 export interface HandoffTicket {
   handoff: Handoff;
@@ -34,6 +45,8 @@ export interface HandoffTicket {
 export class Handoffs {
   /** Per queue, the claim that sends of the current turn join while it has room. */
   private readonly open = new Map<string, OpenClaim>();
+  /** Per queue, its sinks, in the order they are offered claims (the last claimed goes last). */
+  private readonly sinks = new Map<string, HandoffSink[]>();
 
   constructor(
     private readonly waiters: Waiters,
@@ -48,7 +61,7 @@ export class Handoffs {
   take(queue: string, visibleNow: number, now: number): HandoffTicket | undefined {
     let open = this.open.get(queue);
     if (!open || open.room === 0) {
-      const claim = this.waiters.claim(queue);
+      const claim = this.waiters.claim(queue) ?? this.claimSink(queue);
       if (!claim) return undefined;
       const opened: OpenClaim = {
         queue,
@@ -72,6 +85,32 @@ export class Handoffs {
     open.room -= max;
     open.pending++;
     return { handoff: { max, leaseExpiresAt: open.leaseExpiresAt, inFlightMax: limits.inFlightMax }, open };
+  }
+
+  /** Adds a sink to the queue's; answers the function that removes it. */
+  addSink(queue: string, sink: HandoffSink): () => void {
+    const sinks = this.sinks.get(queue) ?? [];
+    sinks.push(sink);
+    this.sinks.set(queue, sinks);
+    return () => {
+      const left = (this.sinks.get(queue) ?? []).filter((other) => other !== sink);
+      if (left.length > 0) this.sinks.set(queue, left);
+      else this.sinks.delete(queue);
+    };
+  }
+
+  /** The first of the queue's sinks that takes a claim, moved to the end so that sinks take turns. */
+  private claimSink(queue: string): Claim | undefined {
+    const sinks = this.sinks.get(queue);
+    if (!sinks) return undefined;
+    for (const [index, sink] of sinks.entries()) {
+      const claim = sink.claim();
+      if (!claim) continue;
+      sinks.splice(index, 1);
+      sinks.push(sink);
+      return claim;
+    }
+    return undefined;
   }
 
   /** Reports what the ticket's send leased (nothing if it failed). */

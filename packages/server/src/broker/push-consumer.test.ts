@@ -20,6 +20,8 @@ describe("push consumer", () => {
   let store: SqliteStore;
   let broker: QueueBroker;
   const consumers: PushConsumer[] = [];
+  /** Lets held leases go (holdLeases), so that a failed test still ends. */
+  let releaseLeases = () => {};
 
   beforeEach(async () => {
     clock = new FakeClock();
@@ -30,6 +32,7 @@ describe("push consumer", () => {
   });
 
   afterEach(async () => {
+    releaseLeases();
     await Promise.all(consumers.splice(0).map((consumer) => consumer.cancel()));
     broker.stop();
     await store.close();
@@ -238,6 +241,144 @@ describe("push consumer", () => {
     await settle();
     assert.equal(ended?.code, "queue_not_found");
     assert.equal(consumer.unacked, 0);
+  });
+
+  /**
+   * Holds the store's leases while `hold` is set, counting them: a look is then under way for as long
+   * as the test wants.
+   */
+  function holdLeases(): { count: () => number; hold: (passing?: number) => void; release: () => void } {
+    const lease = store.queueLease.bind(store);
+    let leases = 0;
+    let gate: { promise: Promise<void>; open: () => void; passing: number } | undefined;
+    store.queueLease = async (params) => {
+      leases++;
+      if (gate && gate.passing-- <= 0) await gate.promise;
+      return lease(params);
+    };
+    releaseLeases = () => {
+      gate?.open();
+      gate = undefined;
+    };
+    return {
+      count: () => leases,
+      /** Holds every lease from now on but the next `passing`. */
+      hold: (passing = 0) => {
+        let open = () => {};
+        const promise = new Promise<void>((resolve) => {
+          open = resolve;
+        });
+        gate = { promise, open, passing };
+      },
+      release: () => releaseLeases(),
+    };
+  }
+
+  /**
+   * With a consumer started on a queue holding one message delayed by 1 s: lets the consumer find the
+   * queue drained, then holds its leases and lets the delayed message fall due, which starts a look.
+   */
+  async function holdLookAtDelayDue(leases: ReturnType<typeof holdLeases>): Promise<void> {
+    await settle();
+    await clock.advance(999);
+    leases.hold();
+    await clock.advance(1);
+  }
+
+  /** Sends one message visible now, with `text` as its body, and lets what follows settle. */
+  async function sendText(text: string): Promise<void> {
+    await broker.send("q", [{ body: Buffer.from(text), contentType: "text/plain" }]);
+    await settle();
+  }
+
+  test("while its look is under way, credit beyond it takes a send's messages as they are written", async () => {
+    const leases = holdLeases();
+    await broker.send("q", [{ body: Buffer.from("delayed"), contentType: "text/plain", delayMs: 1_000 }]);
+    const { delivered } = start(256);
+    await holdLookAtDelayDue(leases);
+    assert.equal(delivered.length, 0);
+    const looksBefore = leases.count();
+    await sendText("now");
+    assert.deepEqual(
+      delivered.map((message) => message.body.toString()),
+      ["now"],
+      "the send leased its message to the consumer while the look was held",
+    );
+    assert.equal(leases.count(), looksBefore, "and no look of the consumer's was needed for it");
+    leases.release();
+    await settle();
+    await settle();
+    assert.deepEqual(
+      delivered.map((message) => message.body.toString()),
+      ["now", "delayed"],
+    );
+    assert.equal(delivered[0]?.deliveryCount, 1);
+  });
+
+  test("credit takes no hand-off while the last look left messages behind: older ones go first", async () => {
+    const leases = holdLeases();
+    await send(100);
+    await send(50);
+    // The first look takes 100 of 150 (receiveMax), so the queue was not drained then; the next is held.
+    leases.hold(1);
+    const { delivered } = start(256);
+    await settle();
+    assert.equal(leases.count(), 2);
+    assert.equal(delivered.length, 100);
+    await sendText("late");
+    assert.equal(delivered.length, 100, "the late message waits for the look, behind the older 50");
+    leases.release();
+    await settle();
+    assert.equal(delivered.length, 151);
+    assert.equal(delivered.at(-1)?.body.toString(), "late", "the look took the older messages first");
+  });
+
+  test("credit under hand-offs, held and the receive under way never exceed the prefetch", async () => {
+    const leases = holdLeases();
+    await broker.send("q", [{ body: Buffer.from("delayed"), contentType: "text/plain", delayMs: 1_000 }]);
+    const { consumer, delivered } = start(130);
+    await holdLookAtDelayDue(leases);
+    // The held look asks for 100 of the 130, so a send may hand off only 30 of its 50.
+    await send(50);
+    assert.equal(delivered.length, 30);
+    assert.equal(consumer.unacked, 30);
+    leases.release();
+    await settle();
+    await settle();
+    assert.equal(consumer.unacked, 51, "the look took the delayed message and the 20 left");
+    assert.equal(delivered.length, 51);
+  });
+
+  test("a consumer cancelled while a send hands off to it waits for the send, then gives its leases back", async () => {
+    const leases = holdLeases();
+    await broker.send("q", [{ body: Buffer.from("delayed"), contentType: "text/plain", delayMs: 1_000 }]);
+    const { consumer, delivered } = start(256);
+    await holdLookAtDelayDue(leases);
+    // The send claims the consumer's credit, and its write is held until the consumer has stopped.
+    const sendMany = store.queueSendMany.bind(store);
+    let writeSend = () => {};
+    const sendHeld = new Promise<void>((resolve) => {
+      writeSend = resolve;
+    });
+    store.queueSendMany = async (params) => {
+      await sendHeld;
+      return sendMany(params);
+    };
+    const sending = broker.send("q", [{ body: Buffer.from("now"), contentType: "text/plain" }]);
+    await settle();
+    let cancelled = false;
+    const cancelling = consumer.cancel().then(() => {
+      cancelled = true;
+    });
+    leases.release();
+    for (let turn = 0; turn < 5; turn++) await settle();
+    assert.equal(cancelled, false, "cancel waits for the send that hands off to the consumer");
+    writeSend();
+    await Promise.all([sending, cancelling]);
+    assert.equal(delivered.length, 0, "a cancelled consumer delivers nothing");
+    const again = await broker.receive("q", { max: 10, waitMs: 0 });
+    assert.deepEqual(again.map((message) => message.body.toString()).sort(), ["delayed", "now"]);
+    assert.equal(again.find((message) => message.body.toString() === "now")?.deliveryCount, 2);
   });
 
   test("prefetch outside 1 to prefetchMax is refused", () => {

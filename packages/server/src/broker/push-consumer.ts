@@ -6,12 +6,18 @@
  * server dies the messages come back within one lease. A consumer that holds a delivery longer than the
  * ack timeout loses it: the lease is handed back and the credit comes back. Cancelling hands every
  * lease it holds back at once, so another consumer can take those messages without waiting.
+ *
+ * Credit beyond the consumer's own receive takes hand-offs (handoffs.ts): while its last look found the
+ * queue drained, a send into the queue may lease its messages to the consumer as it writes them, even
+ * while a look is under way. Held, reserved for such sends, and asked for by the receive under way
+ * together never exceed the prefetch.
  */
 import type { Clock } from "../clock.js";
 import { HopperError, invariant } from "../errors.js";
 import { limits } from "../limits.js";
 import type { LeasedMessage } from "../store/store.js";
 import type { ItemResult, QueueBroker } from "./queues.js";
+import type { Claim } from "./waiters.js";
 
 /** The most unacked deliveries one consumer may hold: as the client worker's concurrency ceiling. */
 export const prefetchMax = 1000;
@@ -24,7 +30,7 @@ const receiveBackoffMsMax = 30_000;
 /** What a consumer needs of the broker; a QueueBroker is one. */
 export type PushBroker = Pick<
   QueueBroker,
-  "receiveLooking" | "ack" | "nack" | "extend" | "consumerOpened" | "consumerClosed"
+  "receiveLooking" | "addHandoffSink" | "ack" | "nack" | "extend" | "consumerOpened" | "consumerClosed"
 >;
 
 export interface PushConsumerOptions {
@@ -73,6 +79,15 @@ export class PushConsumer {
   private readonly leaseMs: number;
   /** The least free credit worth a lease while deliveries are held (see canReceive). */
   private readonly refillMin: number;
+  /** Credit promised to sends that hand off to this consumer and are not done yet. */
+  private reserved = 0;
+  /** The `max` of the receive under way, 0 between receives. */
+  private receiving = 0;
+  /** The last look took fewer messages than it asked for: the queue was drained then. */
+  private drained = false;
+  /** Settle when the hand-offs under way are done; cancel waits for them to hand their leases back. */
+  private readonly handoffsUnderWay = new Set<Promise<void>>();
+  private removeSink: (() => void) | undefined;
   private cancelRenewal: (() => void) | undefined;
   private loop: Promise<void> | undefined;
   private wakeSleep: (() => void) | undefined;
@@ -111,6 +126,7 @@ export class PushConsumer {
   /** Starts leasing and delivering. */
   start(): void {
     this.options.broker.consumerOpened(this.queue);
+    this.removeSink = this.options.broker.addHandoffSink(this.queue, { claim: () => this.claimHandoff() });
     this.pump();
   }
 
@@ -154,12 +170,14 @@ export class PushConsumer {
 
   private async cancelOnce(): Promise<void> {
     this.options.broker.consumerClosed(this.queue);
+    this.removeSink?.();
     this.ended = true;
     this.cancelRenewal?.();
     this.receiveAbort.abort();
     this.wakeSleep?.();
     // A receive that was answered as the abort came has added its leases to `held` once the loop ends.
     await this.loop;
+    await Promise.all(this.handoffsUnderWay);
     this.undelivered.length = 0;
     const receipts = [...this.held.keys()];
     this.forgetAll();
@@ -229,8 +247,35 @@ export class PushConsumer {
    */
   private canReceive(): boolean {
     if (this.ended || this.paused) return false;
-    const free = this.prefetch - this.held.size;
-    return this.held.size === 0 || free >= this.refillMin;
+    const free = this.prefetch - this.held.size - this.reserved;
+    if (free < 1) return false;
+    return this.held.size + this.reserved === 0 || free >= this.refillMin;
+  }
+
+  /**
+   * A send's claim on the credit left beyond the receive under way (up to a receive's worth), while
+   * the last look found the queue drained; the claim settles with what the send leased to it.
+   */
+  private claimHandoff(): Claim | undefined {
+    if (this.ended || this.paused || !this.drained) return undefined;
+    const room = Math.min(limits.receiveMax, this.prefetch - this.held.size - this.reserved - this.receiving);
+    if (room < 1) return undefined;
+    this.reserved += room;
+    let done = () => {};
+    const underWay = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    this.handoffsUnderWay.add(underWay);
+    return {
+      terms: { max: room, visibilityTimeoutMs: this.leaseMs },
+      settle: (leased) => {
+        this.reserved -= room;
+        this.handoffsUnderWay.delete(underWay);
+        if (leased.length > 0) this.take(leased);
+        done();
+        this.pump();
+      },
+    };
   }
 
   private async receiveLoop(): Promise<void> {
@@ -240,8 +285,9 @@ export class PushConsumer {
     let drainedAtVersion: number | undefined;
     while (this.canReceive()) {
       const startedAt = this.options.clock.now();
-      const max = Math.min(this.prefetch - this.held.size, limits.receiveMax);
+      const max = Math.min(this.prefetch - this.held.size - this.reserved, limits.receiveMax);
       let messages: LeasedMessage[];
+      this.receiving = max;
       try {
         const received = await this.options.broker.receiveLooking(this.queue, {
           max,
@@ -250,12 +296,18 @@ export class PushConsumer {
           signal: this.receiveAbort.signal,
           countAsConsumer: false,
           drainedAtVersion,
+          onDrained: () => {
+            this.drained = true;
+          },
         });
         messages = received.messages;
         failuresInRow = 0;
         drainedAtVersion = messages.length < max ? received.version : undefined;
+        this.drained = drainedAtVersion !== undefined;
       } catch (error) {
+        this.receiving = 0;
         drainedAtVersion = undefined;
+        this.drained = false;
         if (this.ended) return;
         if (error instanceof HopperError && error.code === "queue_not_found") {
           this.end(error);
@@ -266,6 +318,8 @@ export class PushConsumer {
         await this.sleep(backoffMs(failuresInRow));
         continue;
       }
+      // In the same step as take: credit moves from the receive to the held leases, never counted free.
+      this.receiving = 0;
       this.take(messages);
       const elapsedMs = this.options.clock.now() - startedAt;
       if (messages.length === 0 && elapsedMs < limits.waitMsMax) await this.sleep(emptyReceivePauseMs);
@@ -354,6 +408,7 @@ export class PushConsumer {
   /** The queue is gone: nothing is held (its messages went with it), and nothing more will come. */
   private end(error: HopperError): void {
     this.options.broker.consumerClosed(this.queue);
+    this.removeSink?.();
     this.ended = true;
     this.cancelRenewal?.();
     this.cancelling = Promise.resolve();

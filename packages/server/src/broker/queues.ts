@@ -25,7 +25,7 @@ import {
   type StoreEvent,
   sendPolicyOf,
 } from "../store/store.js";
-import { Handoffs, type HandoffTicket } from "./handoffs.js";
+import { type HandoffSink, Handoffs, type HandoffTicket } from "./handoffs.js";
 import {
   initialAttributes,
   pushbackRefusal,
@@ -128,6 +128,8 @@ export interface ReceiveOptions {
    * long poll skips its first look, which could only find nothing, and waits at once.
    */
   drainedAtVersion?: number;
+  /** Called each time a look of this long poll finds nothing and it waits on: the queue is drained. */
+  onDrained?: () => void;
 }
 
 export class QueueBroker {
@@ -519,6 +521,7 @@ export class QueueBroker {
         if (kept.length > 0 || options.signal?.aborted || this.stopped || this.clock.now() >= deadlineMs) {
           return { messages: kept, version };
         }
+        options.onDrained?.();
         // Claimed by a send: what it leased is ours once the send is done; nothing means look again.
         const end = await this.waitFor(name, deadlineMs, version, options.signal, terms);
         const handed = end ? await end.handoff : [];
@@ -583,6 +586,14 @@ export class QueueBroker {
     } finally {
       signal?.removeEventListener("abort", onAbort);
     }
+  }
+
+  /**
+   * Adds a taker of the queue's sends besides its long polls (handoffs.ts; a push consumer with credit
+   * beyond its own receive). Answers the function that removes it.
+   */
+  addHandoffSink(name: string, sink: HandoffSink): () => void {
+    return this.handoffs.addSink(name, sink);
   }
 
   /** Counts the notifications that the queue may have messages to take; see receive's drainedAtVersion. */
