@@ -379,6 +379,60 @@ export function exerciseStore(factory: StoreFactory): void {
         assert.equal((await store.queueDepth({ name: "q", now: t0 })).available, 1);
       });
 
+      test("concurrent sends, some handing off: each answers its own ids and what it leased, under its own lease", async () => {
+        // On PostgreSQL the first runs alone and the other three wait behind it and share one statement.
+        const plan = [
+          { bodies: ["a1", "a2", "a3"], handoff: { max: 2, leaseExpiresAt: t0 + 10_000 } },
+          { bodies: ["b1"], handoff: undefined },
+          { bodies: ["c1", "c2"], handoff: { max: 5, leaseExpiresAt: t0 + 20_000 } },
+          { bodies: ["d1", "d2"], handoff: { max: 1, leaseExpiresAt: t0 + 30_000 } },
+        ];
+        const sends = plan.map(({ bodies, handoff }) => ({
+          queue: "q",
+          messages: bodies.map((body) => message({ body })),
+          policy: noSendPolicy,
+          ...(handoff ? { handoff: { ...handoff, inFlightMax: 1000 } } : {}),
+        }));
+        const outcomes = await Promise.all(
+          sends.map((one) => store.queueSendMany({ sends: [one], now: t0 })),
+        );
+        outcomes.forEach(([outcome], i) => {
+          assert.deepEqual(
+            outcome?.ids,
+            sends[i]?.messages.map((m) => m.id),
+            `send ${i} got its own ids`,
+          );
+        });
+        assert.deepEqual(
+          outcomes.map(([outcome]) =>
+            outcome?.leased.map((m) => [m.body.toString(), m.visibleAt, m.deliveryCount]),
+          ),
+          [
+            [
+              ["a1", t0 + 10_000, 1],
+              ["a2", t0 + 10_000, 1],
+            ],
+            [],
+            [
+              ["c1", t0 + 20_000, 1],
+              ["c2", t0 + 20_000, 1],
+            ],
+            [["d1", t0 + 30_000, 1]],
+          ],
+        );
+        assert.deepEqual(
+          (await lease("q", t0, 10)).messages.map((m) => m.body.toString()),
+          ["a3", "b1", "d2"],
+          "what no hand-off took is available",
+        );
+        const receipts = outcomes.flatMap(([outcome]) => outcome?.leased.map((m) => m.receipt) ?? []);
+        assert.deepEqual(
+          await store.queueAck({ queue: "q", receipts }),
+          receipts.map(() => ({ ok: true })),
+          "each handed-off receipt names its lease",
+        );
+      });
+
       test("no hand-off into a FIFO queue, nor for a send with a dedupId or an overflow policy", async () => {
         await store.queueUpsert({ name: "f", kind: "fifo", attributes, now: t0 });
         assert.deepEqual(await sendHandingOff("f", [message({ key: "k" })], { max: 10 }), []);

@@ -19,7 +19,6 @@ import {
   depthOf,
   type ExchangeRecord,
   type ExchangeType,
-  type Handoff,
   handoffRanks,
   type LeasedMessage,
   type MessageState,
@@ -57,6 +56,13 @@ export interface PostgresStoreOptions {
 }
 
 type Client = pg.PoolClient;
+
+/** A one-statement send waiting in its queue's line: with its hand-off's ranks, if it hands off. */
+interface LineSend {
+  send: QueueSend;
+  ranks: number[] | undefined;
+  now: number;
+}
 
 /**
  * The most FIFO groups one housekeeping step (expiry, the exhausted sweep) locks: each advisory lock
@@ -183,9 +189,9 @@ export class PostgresStore implements Store {
    * share the next (statement-lines.ts). A batch that finds a FIFO queue answers undefined for each
    * call, which then takes the transactional path.
    */
-  private readonly sendLines = new StatementLines<QueueSend, SendOutcome | undefined>(
+  private readonly sendLines = new StatementLines<LineSend, SendOutcome | undefined>(
     (_queue, sends) => this.queueSendBatch(sends),
-    (send) => send.messages.length,
+    (line) => line.send.messages.length,
     lineBatchMax,
   );
   private readonly ackLines = new StatementLines<string[], ReceiptResult[] | undefined>(
@@ -540,17 +546,19 @@ export class PostgresStore implements Store {
     const [only] = params.sends;
     if (only && params.sends.length === 1 && this.sendFitsOneStatement(only)) {
       const ranks = handoffRanks(only, params.now);
-      const sent =
-        ranks && only.handoff
-          ? await this.queueSendHandingOff(only, ranks, only.handoff, params.now)
-          : await this.sendLines.run(only.queue, only);
+      const sent = await this.sendLines.run(only.queue, { send: only, ranks, now: params.now });
       if (sent) return [sent];
     }
     return this.queueSendInTransaction(params);
   }
 
-  /** Sends of one queue as one statement, each answered with its own ids (sendLines). */
-  private async queueSendBatch(sends: QueueSend[]): Promise<(SendOutcome | undefined)[]> {
+  /**
+   * Sends of one queue as one statement, each answered with its own ids (sendLines), and with what it
+   * handed off when any of them hands off.
+   */
+  private async queueSendBatch(lines: LineSend[]): Promise<(SendOutcome | undefined)[]> {
+    if (lines.some((line) => line.ranks)) return this.queueSendHandingOff(lines);
+    const sends = lines.map((line) => line.send);
     const [first] = sends;
     invariant(first, "a batch holds at least one send");
     const messages = sends.length === 1 ? first.messages : sends.flatMap((send) => send.messages);
@@ -572,49 +580,71 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * The one-statement send whose hand-off leases the messages ranked up to the queue's in-flight room
-   * (statements.queueSendHandingOffStatement). Announces the queue after the commit only if it left a
-   * message available. Returns undefined, having written nothing, when the queue is FIFO.
+   * The one-statement send whose hand-offs lease the messages ranked up to the queue's in-flight room
+   * (statements.queueSendHandingOffStatement). The sends of a batch rank their messages one after the
+   * other, each leased to its own claim. Announces the queue after the commit only if a message was
+   * left available. Answers undefined for each, having written nothing, when the queue is FIFO.
    */
-  private async queueSendHandingOff(
-    send: QueueSend,
-    ranks: number[],
-    handoff: Handoff,
-    now: number,
-  ): Promise<SendOutcome | undefined> {
-    const { messages } = send;
+  private async queueSendHandingOff(lines: LineSend[]): Promise<(SendOutcome | undefined)[]> {
+    const [first] = lines;
+    invariant(first, "a batch holds at least one send");
+    const ranks: number[] = [];
+    const leaseExpiries: number[] = [];
+    /** By rank in the batch: the line and the message it leases. */
+    const byRank = new Map<number, { line: number; message: NewMessage; leaseExpiresAt: number }>();
+    let rankBase = 0;
+    let visibleNow = 0;
+    lines.forEach(({ send, ranks: own, now }, line) => {
+      const leaseExpiresAt = send.handoff?.leaseExpiresAt ?? 0;
+      let top = 0;
+      send.messages.forEach((message, index) => {
+        const rank = own?.[index] ?? 0;
+        if (message.visibleAt <= now) visibleNow++;
+        ranks.push(rank === 0 ? 0 : rankBase + rank);
+        leaseExpiries.push(rank === 0 ? 0 : leaseExpiresAt);
+        if (rank > 0) byRank.set(rankBase + rank, { line, message, leaseExpiresAt });
+        top = Math.max(top, rank);
+      });
+      rankBase += top;
+    });
+    const now = Math.max(...lines.map((line) => line.now));
+    const inFlightMax = Math.min(...lines.map((line) => line.send.handoff?.inFlightMax ?? Infinity));
+    const messages = lines.length === 1 ? first.send.messages : lines.flatMap((line) => line.send.messages);
     const tokenBase = this.random.uint48();
     const { rows } = await this.statement<{ kind: QueueKind; seqs: number[]; tokens: number[] }>(
       sql.queueSendHandingOffStatement,
       [
-        ...this.sendParams(send),
+        ...this.sendParams({ ...first.send, messages }),
         ranks,
-        handoff.max,
-        handoff.inFlightMax,
+        rankBase,
+        inFlightMax,
         now,
-        handoff.leaseExpiresAt,
+        leaseExpiries,
         tokenBase,
       ],
     );
     const row = rows[0];
-    if (!row) throw queueNotFound(send.queue);
-    this.hintKind(send.queue, row.kind);
-    if (row.kind !== "standard") return undefined;
-    const byRank = new Map(ranks.map((rank, index) => [rank, messages[index] as NewMessage]));
-    const leased = row.seqs.map((seq, i): LeasedMessage => {
+    if (!row) throw queueNotFound(first.send.queue);
+    this.hintKind(first.send.queue, row.kind);
+    if (row.kind !== "standard") return lines.map(() => undefined);
+    const leased: LeasedMessage[][] = lines.map(() => []);
+    row.seqs.forEach((seq, i) => {
       const token = row.tokens[i] as number;
-      const message = byRank.get(token - tokenBase) as NewMessage;
-      return {
-        ...message,
-        visibleAt: handoff.leaseExpiresAt,
+      const owner = byRank.get(token - tokenBase);
+      invariant(owner, "a leased message has a rank of the batch");
+      leased[owner.line]?.push({
+        ...owner.message,
+        visibleAt: owner.leaseExpiresAt,
         deliveryCount: 1,
         firstDeliveredAt: now,
         receipt: encodeReceipt(seq, token),
-      };
+      });
     });
-    const visibleNow = messages.filter((message) => message.visibleAt <= now).length;
-    if (leased.length < visibleNow) this.announceCommitted(send.queue);
-    return { ids: messages.map((message) => message.id), leased };
+    if (row.seqs.length < visibleNow) this.announceCommitted(first.send.queue);
+    return lines.map((line, index) => ({
+      ids: line.send.messages.map((message) => message.id),
+      leased: leased[index] ?? [],
+    }));
   }
 
   /** $1–$10 of the one-statement sends (statements.ts queueSend): the queue, the message columns, a shard. */

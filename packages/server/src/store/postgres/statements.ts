@@ -529,8 +529,9 @@ export const queueSendNotifyingStatement = queueSend(true);
  * The one-statement send with a hand-off (store.ts Handoff): the messages ranked 1 to the queue's
  * in-flight room are inserted already leased, the rest as queueSendStatement inserts them; never
  * NOTIFYs (the caller announces what was left available). $1–$10 as queueSend, then $11 ranks (per
- * message, 0 or its rank, store.ts handoffRanks), $12 max, $13 inFlightMax, $14 now, $15
- * leaseExpiresAt, $16 tokenBase (the message of rank r gets tokenBase + r). Returns: { queue_id,
+ * message, 0 or its rank, store.ts handoffRanks), $12 max, $13 inFlightMax, $14 now, $15 the
+ * lease expiry of each message (read for those leased), $16 tokenBase (the message of rank r gets
+ * tokenBase + r). Returns: { queue_id,
  * kind, seqs, tokens } when the queue exists, seqs and tokens of the leased messages in rank order.
  */
 export const queueSendHandingOffStatement = `
@@ -543,15 +544,16 @@ export const queueSendHandingOffStatement = `
     INSERT INTO messages (queue_id, id, body, content_type, headers, key, priority, published_at, visible_at,
       delivery_count, first_delivered_at, lease_token)
     SELECT q.queue_id, m.id, m.body, m.content_type, m.headers, m.key, m.priority, m.published_at,
-      CASE WHEN m.leased THEN $15 ELSE m.visible_at END,
+      CASE WHEN m.leased THEN m.lease_expires_at ELSE m.visible_at END,
       CASE WHEN m.leased THEN 1 ELSE 0 END,
       CASE WHEN m.leased THEN $14 END,
       CASE WHEN m.leased THEN $16::bigint + m.rank END
     FROM q, (
       SELECT u.*, u.rank BETWEEN 1 AND (SELECT n FROM room) AS leased
       FROM unnest($2::text[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::smallint[], $8::bigint[],
-        $9::bigint[], $11::int[])
-        WITH ORDINALITY AS u(id, body, content_type, headers, key, priority, published_at, visible_at, rank, ord)
+        $9::bigint[], $11::int[], $15::bigint[])
+        WITH ORDINALITY AS u(id, body, content_type, headers, key, priority, published_at, visible_at, rank,
+          lease_expires_at, ord)
     ) m
     WHERE q.kind = 'standard'
     ORDER BY m.ord
