@@ -9,8 +9,10 @@
  * back and are dropped). So each node says `present` on the channel when it starts listening and every
  * presence interval after, and announces its commits (othersListening) only while it has heard from
  * another node within the presence timeout. Whenever a node hears from a node it did not count as
- * present (one that just started, or one it had timed out), it answers `welcome`; a node that receives
- * a `welcome` tells its broker to resync. Invariant: a commit that was not announced because its node
+ * present (one that just started, or one it had timed out), it answers `welcome`, addressed to that
+ * node; the node a `welcome` is addressed to tells its broker to resync (the others only note that its
+ * sender listens, so a node that starts among N makes 2(N − 1) resyncs in all, not one per welcome
+ * heard by each node). Invariant: a commit that was not announced because its node
  * counted no one else was made before that node's `welcome` (or its answer to one), so the other
  * node's long polls look again after it and find it. Until then they may wait to their deadline: a
  * delay, never a loss (the same as a node that dies between a commit and its NOTIFY).
@@ -46,6 +48,8 @@ interface Payload {
   q?: string;
   /** A signal's data, as JSON text. */
   d?: string;
+  /** The node a `welcome` answers; absent from nodes of earlier versions, whose welcomes all resync. */
+  to?: string;
 }
 
 /** The NOTIFY channel of the broker nodes that share one schema. */
@@ -118,12 +122,12 @@ export class StoreEvents {
   }
 
   /** NOTIFYs a presence message on the listening session; a failure there is the session's loss. */
-  private say(kind: "present" | "welcome"): void {
-    this.client?.query(sql.notify, [this.channel, this.presencePayload(kind)]).catch(() => {});
+  private say(kind: "present" | "welcome", to?: string): void {
+    this.client?.query(sql.notify, [this.channel, this.presencePayload(kind, to)]).catch(() => {});
   }
 
-  private presencePayload(kind: "present" | "welcome"): string {
-    const payload: Payload = { n: this.nodeId, k: kind };
+  private presencePayload(kind: "present" | "welcome", to?: string): string {
+    const payload: Payload = to === undefined ? { n: this.nodeId, k: kind } : { n: this.nodeId, k: kind, to };
     return JSON.stringify(payload);
   }
 
@@ -175,8 +179,9 @@ export class StoreEvents {
     if (payload.n !== "app") this.heard(payload.n);
     const name = payload.q ?? "";
     if (payload.k === "present") return;
-    if (payload.k === "welcome") this.emit({ kind: "resync" });
-    else if (payload.k === "exchange") this.emit({ kind: "exchange", exchange: name });
+    if (payload.k === "welcome") {
+      if (payload.to === undefined || payload.to === this.nodeId) this.emit({ kind: "resync" });
+    } else if (payload.k === "exchange") this.emit({ kind: "exchange", exchange: name });
     else if (payload.k === "signal")
       this.emit({ kind: "signal", channel: name, dataJson: payload.d ?? "null" });
     else this.emit({ kind: payload.k, queue: name });
@@ -187,7 +192,7 @@ export class StoreEvents {
     const at = this.heardAt.get(node);
     const now = this.now();
     this.heardAt.set(node, now);
-    if (at === undefined || now - at >= this.presenceTimeoutMs) this.say("welcome");
+    if (at === undefined || now - at >= this.presenceTimeoutMs) this.say("welcome", node);
   }
 
   private emit(event: StoreEvent): void {

@@ -24,6 +24,7 @@ interface Heard {
   n: string;
   k: string;
   q?: string;
+  to?: string;
 }
 
 if (!pgTestUrl) {
@@ -95,8 +96,8 @@ if (!pgTestUrl) {
     await new Promise((resolve) => setImmediate(resolve));
   }
 
-  const say = (node: string, kind: "present" | "welcome") =>
-    spy.query("SELECT pg_notify($1, $2)", [channel, JSON.stringify({ n: node, k: kind })]);
+  const say = (node: string, kind: "present" | "welcome", to?: string) =>
+    spy.query("SELECT pg_notify($1, $2)", [channel, JSON.stringify({ n: node, k: kind, to })]);
 
   const announcementsOf = (from: number, to: number) =>
     heard.slice(from, to).filter((h) => h.k === "messages" && h.q === "q").length;
@@ -128,11 +129,30 @@ if (!pgTestUrl) {
     const start = heard.length;
     const eventsBefore = events.length;
     await say("spy-2", "welcome");
-    await waitFor(start, "welcome", welcomeFromTheStore);
+    const answer = await waitFor(start, "welcome", welcomeFromTheStore);
+    assert.equal(heard[answer]?.to, "spy-2", "the welcome is addressed to the node it answers");
     // The store answers in the same turn as it tells its watchers, so the resync came before.
     assert.ok(
       events.slice(eventsBefore).some((event) => event.kind === "resync"),
       `no resync; events ${JSON.stringify(events.slice(eventsBefore))}`,
+    );
+  });
+
+  test("a welcome addressed to another node makes no resync, but its sender is welcomed", async () => {
+    const start = heard.length;
+    const eventsBefore = events.length;
+    await say("spy-3", "welcome", "some-other-node");
+    const answer = await waitFor(
+      start,
+      "welcome to spy-3",
+      (h) => welcomeFromTheStore(h) && h.to === "spy-3",
+    );
+    assert.ok(answer >= start);
+    // The store answers in the same turn as it would tell its watchers.
+    assert.deepEqual(
+      events.slice(eventsBefore).filter((event) => event.kind === "resync"),
+      [],
+      "a welcome to another node made this one resync",
     );
   });
 }
