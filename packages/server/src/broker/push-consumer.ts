@@ -247,9 +247,14 @@ export class PushConsumer {
    */
   private canReceive(): boolean {
     if (this.ended || this.paused) return false;
-    const free = this.prefetch - this.held.size - this.reserved;
+    const free = this.freeCredit();
     if (free < 1) return false;
     return this.held.size + this.reserved === 0 || free >= this.refillMin;
+  }
+
+  /** Credit neither held nor promised to a hand-off under way. */
+  private freeCredit(): number {
+    return this.prefetch - this.held.size - this.reserved;
   }
 
   /**
@@ -258,7 +263,7 @@ export class PushConsumer {
    */
   private claimHandoff(): Claim | undefined {
     if (this.ended || this.paused || !this.drained) return undefined;
-    const room = Math.min(limits.receiveMax, this.prefetch - this.held.size - this.reserved - this.receiving);
+    const room = Math.min(limits.receiveMax, this.freeCredit() - this.receiving);
     if (room < 1) return undefined;
     this.reserved += room;
     let done = () => {};
@@ -285,7 +290,7 @@ export class PushConsumer {
     let drainedAtVersion: number | undefined;
     while (this.canReceive()) {
       const startedAt = this.options.clock.now();
-      const max = Math.min(this.prefetch - this.held.size - this.reserved, limits.receiveMax);
+      const max = Math.min(this.freeCredit(), limits.receiveMax);
       let messages: LeasedMessage[];
       this.receiving = max;
       try {

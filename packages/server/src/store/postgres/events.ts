@@ -11,8 +11,8 @@
  * another node within the presence timeout. Whenever a node hears from a node it did not count as
  * present (one that just started, or one it had timed out), it answers `welcome`, addressed to that
  * node; the node a `welcome` is addressed to tells its broker to resync (the others only note that its
- * sender listens, so a node that starts among N makes 2(N − 1) resyncs in all, not one per welcome
- * heard by each node). Invariant: a commit that was not announced because its node
+ * sender listens, so a node that joins N others makes 2N resyncs in all, not one per welcome heard by
+ * each node). Invariant: a commit that was not announced because its node
  * counted no one else was made before that node's `welcome` (or its answer to one), so the other
  * node's long polls look again after it and find it. Until then they may wait to their deadline: a
  * delay, never a loss (the same as a node that dies between a commit and its NOTIFY).
@@ -127,7 +127,8 @@ export class StoreEvents {
   }
 
   private presencePayload(kind: "present" | "welcome", to?: string): string {
-    const payload: Payload = to === undefined ? { n: this.nodeId, k: kind } : { n: this.nodeId, k: kind, to };
+    // JSON leaves `to` out when it is undefined.
+    const payload: Payload = { n: this.nodeId, k: kind, to };
     return JSON.stringify(payload);
   }
 
@@ -181,7 +182,9 @@ export class StoreEvents {
     if (payload.k === "present") return;
     if (payload.k === "welcome") {
       if (payload.to === undefined || payload.to === this.nodeId) this.emit({ kind: "resync" });
-    } else if (payload.k === "exchange") this.emit({ kind: "exchange", exchange: name });
+      return;
+    }
+    if (payload.k === "exchange") this.emit({ kind: "exchange", exchange: name });
     else if (payload.k === "signal")
       this.emit({ kind: "signal", channel: name, dataJson: payload.d ?? "null" });
     else this.emit({ kind: payload.k, queue: name });
