@@ -379,6 +379,16 @@ export function exerciseStore(factory: StoreFactory): void {
         assert.equal((await store.queueDepth({ name: "q", now: t0 })).available, 1);
       });
 
+      test("a hand-off smaller than the ceiling still counts what is in flight once the depth could reach it", async () => {
+        // Depth 4 (2 in flight), ceiling 3: a hand-off of 1 fits the ceiling but not beside the depth.
+        await send({ queue: "q", messages: [message(), message(), message(), message()] });
+        assert.equal((await lease("q", t0, 2)).messages.length, 2);
+        const handed = await sendHandingOff("q", [message()], { max: 1, inFlightMax: 3 });
+        assert.equal(handed.length, 1, "room for one more in flight");
+        const refused = await sendHandingOff("q", [message()], { max: 1, inFlightMax: 3 });
+        assert.equal(refused.length, 0, "the ceiling is reached");
+      });
+
       test("concurrent sends, some handing off: each answers its own ids and what it leased, under its own lease", async () => {
         // On PostgreSQL the first runs alone and the other three wait behind it and share one statement.
         const plan = [
@@ -466,6 +476,24 @@ export function exerciseStore(factory: StoreFactory): void {
         assert.equal((await leaseCapped(t0)).messages.length, 1, "an ack frees its place");
         assert.equal((await leaseCapped(t0)).messages.length, 0);
         assert.equal((await leaseCapped(t0 + 30_000)).messages.length, 2, "ended leases free theirs");
+      });
+
+      test("a lease smaller than the ceiling still counts what is in flight once the depth could reach it", async () => {
+        // Depth 4 (2 in flight), ceiling 3: a lease of 1 fits the ceiling but not beside the depth.
+        await send({ queue: "q", messages: [message(), message(), message(), message()] });
+        assert.equal((await lease("q", t0, 2)).messages.length, 2);
+        const leaseOne = () =>
+          store.queueLease({
+            queue: "q",
+            max: 1,
+            now: t0,
+            leaseExpiresAt: t0 + 30_000,
+            expiredBefore: t0 - attributes.retentionMs,
+            inFlightMax: 3,
+            deadLetter: null,
+          });
+        assert.equal((await leaseOne()).messages.length, 1, "room for one more in flight");
+        assert.equal((await leaseOne()).messages.length, 0, "the ceiling is reached");
       });
 
       test("the in-flight ceiling counts ended leases that an extend took back", async () => {

@@ -820,8 +820,14 @@ export class PostgresStore implements Store {
     return this.transaction(async (client) => {
       const queue = await this.lockQueueShared(client, params.queue);
       const inFlight =
-        (await client.query<{ n: number }>(sql.messageCountInFlight, [queue.queueId, params.now])).rows[0]
-          ?.n ?? 0;
+        (
+          await client.query<{ n: number }>(sql.messageCountInFlight, [
+            queue.queueId,
+            params.now,
+            params.max,
+            params.inFlightMax,
+          ])
+        ).rows[0]?.n ?? 0;
       const wanted = Math.min(params.max, params.inFlightMax - inFlight);
       const messages: LeasedMessage[] = [];
       let deadLettered = 0;

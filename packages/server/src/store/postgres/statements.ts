@@ -193,10 +193,29 @@ export const messageInsertManyCountedIn = (schema: string) => `
   SELECT $1, $12, count(*) FROM inserted HAVING count(*) > 0
   ON CONFLICT (queue_id, shard) DO UPDATE SET published = c.published + excluded.published`;
 
-/** $1 queueId, $2 now. Returns: { n } messages in flight. */
+/**
+ * The queue's messages in flight where the in-flight ceiling could bind, else 0: an SQL expression
+ * over the queue id, the time, the messages about to be leased and the ceiling. Counting reads every
+ * in-flight entry of the visibility index (2 ms of PostgreSQL's time with 10,000 in flight), while the
+ * queue's depth is a sum over its counter rows (invariants rule 21), and what is in flight is part of
+ * the depth. So while depth + max is within the ceiling, no count could lower what may be leased, and
+ * none is made (PostgreSQL runs the CASE's subquery only when its branch is taken).
+ */
+const inFlightWhereCeilingBinds = (queueId: string, now: string, max: string, ceiling: string) => `
+  CASE WHEN (
+    SELECT coalesce(sum(c.published - c.acked - c.expired - c.dead_lettered - c.purged - c.dropped
+      - c.redriven), 0)::bigint
+    FROM queue_counters c WHERE c.queue_id = ${queueId}
+  ) + ${max} <= ${ceiling} THEN 0
+  ELSE (
+    SELECT count(*) FROM messages m
+    WHERE m.queue_id = ${queueId} AND m.visible_at > ${now} AND m.lease_token IS NOT NULL
+  ) END`;
+
+/** $1 queueId, $2 now, $3 max, $4 inFlightMax. Returns: { n } messages in flight, or 0 where the
+ * ceiling cannot bind (inFlightWhereCeilingBinds). */
 export const messageCountInFlight = `
-  SELECT count(*)::int AS n FROM messages
-  WHERE queue_id = $1 AND visible_at > $2 AND lease_token IS NOT NULL`;
+  SELECT (${inFlightWhereCeilingBinds("$1", "$2", "$3", "$4")})::int AS n`;
 
 /**
  * $1 queueId, $2 now, $3 expiredBefore, $4 limit. Returns: a standard queue's next available rows,
@@ -537,8 +556,8 @@ export const queueSendNotifyingStatement = queueSend(true);
 export const queueSendHandingOffStatement = `
   WITH q AS (SELECT queue_id, kind FROM queues WHERE name = $1 FOR KEY SHARE),
   room AS (
-    SELECT greatest(0, least($12::int, $13::int - count(*))) AS n FROM messages m, q
-    WHERE q.kind = 'standard' AND m.queue_id = q.queue_id AND m.visible_at > $14 AND m.lease_token IS NOT NULL
+    SELECT greatest(0, least($12::int,
+      $13::int - ${inFlightWhereCeilingBinds("(SELECT queue_id FROM q)", "$14", "$12::int", "$13::int")})) AS n
   ),
   inserted AS (
     INSERT INTO messages (queue_id, id, body, content_type, headers, key, priority, published_at, visible_at,
@@ -610,11 +629,9 @@ export const queueAckStatement = `
  */
 const leaseAround = (candidates: string) => `
   WITH q AS (SELECT queue_id, kind FROM queues WHERE name = $1 FOR KEY SHARE),
-  in_flight AS (
-    SELECT count(*) AS n FROM messages m, q
-    WHERE m.queue_id = q.queue_id AND m.visible_at > $2 AND m.lease_token IS NOT NULL
+  wanted AS (
+    SELECT greatest(0, least($4, $5 - ${inFlightWhereCeilingBinds("(SELECT queue_id FROM q)", "$2", "$4", "$5")})) AS n
   ),
-  wanted AS (SELECT greatest(0, least($4, $5 - n)) AS n FROM in_flight),
   ${candidates},
   numbered AS (
     SELECT seq, row_number() OVER (ORDER BY priority DESC, visible_at, seq) AS lease_index
