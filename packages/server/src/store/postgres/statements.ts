@@ -21,6 +21,10 @@ const counterSums = `
     coalesce(sum(c.dropped), 0)::float8 AS dropped,
     coalesce(sum(c.redriven), 0)::float8 AS redriven`;
 
+/** A queue's depth (store.ts depthOf) summed over its counter rows (`c`), as numeric. */
+const depthSum = `
+    coalesce(sum(c.published - c.acked - c.expired - c.dead_lettered - c.purged - c.dropped - c.redriven), 0)`;
+
 /** A queue with its counters summed over their shards. */
 const queueWithCounters = `
   SELECT q.queue_id, q.name, q.kind, q.attributes, q.created_at, ${counterSums}
@@ -203,9 +207,7 @@ export const messageInsertManyCountedIn = (schema: string) => `
  */
 const inFlightWhereCeilingBinds = (queueId: string, now: string, max: string, ceiling: string) => `
   CASE WHEN (
-    SELECT coalesce(sum(c.published - c.acked - c.expired - c.dead_lettered - c.purged - c.dropped
-      - c.redriven), 0)::bigint
-    FROM queue_counters c WHERE c.queue_id = ${queueId}
+    SELECT ${depthSum}::bigint FROM queue_counters c WHERE c.queue_id = ${queueId}
   ) + ${max} <= ${ceiling} THEN 0
   ELSE (
     SELECT count(*) FROM messages m
@@ -713,17 +715,23 @@ export const messageOldestPublishedAtIn = (schema: string) => `
 /** $1 name. Returns: { queue_id } without a lock, for reads. */
 export const queueSelectId = `SELECT queue_id FROM queues WHERE name = $1`;
 
-/** $1 name, $2 now. Returns: no row when there is no such queue; else { available, delayed, in_flight,
- * oldest } in one pass over the queue's messages. A read: it takes no lock, so it writes nothing. */
+/**
+ * $1 name, $2 now. Returns: no row when there is no such queue; else { available, delayed, in_flight,
+ * oldest }. It counts only the messages not visible now: the depth is exact in the counters
+ * (invariants rule 21), so the available ones, usually the most, are the rest, and a backlog costs no
+ * scan. A read in one snapshot: it takes no lock, so it writes nothing.
+ */
 export const queueDepthByName = `
-  SELECT
-    count(m.seq) FILTER (WHERE m.visible_at <= $2)::int AS available,
-    count(m.seq) FILTER (WHERE m.visible_at > $2 AND m.lease_token IS NULL)::int AS delayed,
-    count(m.seq) FILTER (WHERE m.visible_at > $2 AND m.lease_token IS NOT NULL)::int AS in_flight,
-    min(m.published_at)::float8 AS oldest
-  FROM queues q LEFT JOIN messages m ON m.queue_id = q.queue_id
-  WHERE q.name = $1
-  GROUP BY q.queue_id`;
+  SELECT d.depth - n.delayed - n.in_flight AS available, n.delayed, n.in_flight,
+    (SELECT min(m.published_at) FROM messages m WHERE m.queue_id = q.queue_id)::float8 AS oldest
+  FROM queues q,
+    LATERAL (SELECT ${depthSum}::float8 AS depth FROM queue_counters c WHERE c.queue_id = q.queue_id) d,
+    LATERAL (
+      SELECT count(*) FILTER (WHERE m.lease_token IS NULL)::int AS delayed,
+        count(*) FILTER (WHERE m.lease_token IS NOT NULL)::int AS in_flight
+      FROM messages m WHERE m.queue_id = q.queue_id AND m.visible_at > $2
+    ) n
+  WHERE q.name = $1`;
 
 /** $1 name, $2 now. Returns: no row when there is no such queue; else { next, oldest } (the earliest
  * visible_at after now and the earliest publish time, each NULL when there is none). A read. */

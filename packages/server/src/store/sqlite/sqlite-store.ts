@@ -252,14 +252,20 @@ export class SqliteStore implements Store {
     });
   }
 
+  /**
+   * Counts only what is not visible now: the depth is exact in the counters (invariants rule 21), so
+   * the available messages, usually the most, are the rest, and a backlog costs no scan.
+   */
   async queueDepth(params: { name: string; now: number }): Promise<QueueDepth> {
-    const queueId = this.requireQueue(params.name).queue_id;
-    const counts = this.stmt(sql.messageCountByState).get({ queueId, now: params.now }) as Omit<
-      QueueDepth,
-      "oldestPublishedAt"
-    >;
+    const queue = this.requireQueue(params.name);
+    const queueId = queue.queue_id;
+    const { delayed, inFlight } = this.stmt(sql.messageCountNotVisible).get({ queueId, now: params.now }) as {
+      delayed: number;
+      inFlight: number;
+    };
     const { oldest } = this.stmt(sql.messageOldestPublishedAt).get({ queueId }) as { oldest: number | null };
-    return { ...counts, oldestPublishedAt: oldest };
+    const depth = depthOf(toSqliteQueueRecord(queue).counters);
+    return { available: depth - delayed - inFlight, delayed, inFlight, oldestPublishedAt: oldest };
   }
 
   queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<SendOutcome[]> {

@@ -187,14 +187,13 @@ export const messageSelectExhausted = `
     AND lease_token IS NOT NULL AND delivery_count >= :maxDeliveries
   LIMIT :limit + 0`;
 
-/** Params: queueId, now. Returns: { available, delayed, inFlight } counted from the index alone. */
-export const messageCountByState = `
+/** Params: queueId, now. Returns: { delayed, inFlight }, the messages not visible now, counted from the
+ * index alone (the rest of the depth is available: queueDepth). */
+export const messageCountNotVisible = `
   SELECT
-    (SELECT count(*) FROM messages WHERE queue_id = :queueId AND visible_at <= :now) AS available,
-    (SELECT count(*) FROM messages
-       WHERE queue_id = :queueId AND visible_at > :now AND lease_token IS NULL) AS delayed,
-    (SELECT count(*) FROM messages
-       WHERE queue_id = :queueId AND visible_at > :now AND lease_token IS NOT NULL) AS inFlight`;
+    count(*) FILTER (WHERE lease_token IS NULL) AS delayed,
+    count(*) FILTER (WHERE lease_token IS NOT NULL) AS inFlight
+  FROM messages WHERE queue_id = :queueId AND visible_at > :now`;
 
 /** Params: queueId, now. Returns: { n } messages in flight. */
 export const messageCountInFlight = `
