@@ -1,0 +1,201 @@
+/**
+ * What a store call costs as a queue grows, the store alone (no server, no network but PostgreSQL's):
+ *
+ *   node bench/dist/store-scaling.js [--store sqlite|postgres] [--pg-url URL]
+ *                                    [--backlogs 1000,100000,1000000] [--in-flight 0,1000,10000]
+ *
+ * - Stats: for each backlog, a fresh queue holding that many messages (100 of them in flight), then
+ *   20 reads of its depth by state (`queueDepth`, what stats and each /metrics scrape read); prints
+ *   the median.
+ * - Leases and hand-offs: for each in-flight count, a fresh queue with that many messages leased and
+ *   held, then 1,000 times a lease of one message and its ack, and 1,000 times a send of one message
+ *   handed off to a receive (Handoff) and its ack; prints the wall time per pair (on PostgreSQL most
+ *   of it is the database's).
+ *
+ * SQLite runs with durability "os" (no fsync), so the figures are the work, not the disk. PostgreSQL
+ * uses a schema of its own, dropped afterwards. It loads the compiled store (`npm run build` first).
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import pg from "pg";
+
+/** The few store methods this script calls, typed here: the bench does not build against the server. */
+interface ScalingStore {
+  queueUpsert(params: { name: string; kind: "standard"; attributes: object; now: number }): Promise<unknown>;
+  queueSendMany(params: { now: number; sends: object[] }): Promise<{ leased: { receipt: string }[] }[]>;
+  queueLease(params: object): Promise<{ messages: { receipt: string }[] }>;
+  queueAck(params: { queue: string; receipts: string[] }): Promise<unknown>;
+  queueDepth(params: { name: string; now: number }): Promise<object>;
+  close(): Promise<void>;
+}
+
+const serverDist = new URL("../../packages/server/dist/", import.meta.url);
+const { seededRandom } = (await import(new URL("random.js", serverDist).href)) as {
+  seededRandom: (seed: number) => unknown;
+};
+const { attributes, message } = (await import(new URL("store/conformance-fixtures.js", serverDist).href)) as {
+  attributes: object;
+  message: (overrides: { body: string; headers: Record<string, string>; publishedAt: number }) => object;
+};
+
+const { values } = parseArgs({
+  options: {
+    store: { type: "string", default: "sqlite" },
+    "pg-url": { type: "string", default: "postgres://postgres@127.0.0.1:5432/test" },
+    backlogs: { type: "string", default: "1000,100000,1000000" },
+    "in-flight": { type: "string", default: "0,1000,10000" },
+  },
+});
+const storeKind = values.store;
+if (storeKind !== "sqlite" && storeKind !== "postgres") throw new Error(`--store is sqlite or postgres`);
+const counts = (flag: string, text: string) =>
+  text.split(",").map((part) => {
+    const n = Number(part);
+    if (!Number.isInteger(n) || n < 0 || n > 10_000_000) throw new Error(`${flag}: ${part} is not a count`);
+    return n;
+  });
+const backlogs = counts("--backlogs", values.backlogs);
+const inFlights = counts("--in-flight", values["in-flight"]);
+
+const now = 1_800_000_000_000;
+const queue = "q";
+const noPolicy = { dedupWindowMs: 0, overflow: null };
+const sendBatch = 1000;
+const leaseBatch = 100;
+const depthReads = 20;
+const pairs = 1000;
+const pgUrl = values["pg-url"];
+
+/** A fresh store with one empty queue; `drop` removes what it left behind. */
+async function openStore(): Promise<{ store: ScalingStore; drop: () => Promise<void> }> {
+  if (storeKind === "sqlite") {
+    const { SqliteStore } = (await import(new URL("store/sqlite/sqlite-store.js", serverDist).href)) as {
+      SqliteStore: new (options: { path: string; durability: "os"; random: unknown }) => ScalingStore;
+    };
+    const dir = mkdtempSync(join(tmpdir(), "hopper-store-scaling-"));
+    const store = new SqliteStore({
+      path: join(dir, "hopper.db"),
+      durability: "os",
+      random: seededRandom(1),
+    });
+    await store.queueUpsert({ name: queue, kind: "standard", attributes, now });
+    return { store, drop: async () => rmSync(dir, { recursive: true, force: true }) };
+  }
+  const { PostgresStore } = (await import(new URL("store/postgres/postgres-store.js", serverDist).href)) as {
+    PostgresStore: { open(options: object): Promise<ScalingStore> };
+  };
+  const schema = `hopper_store_scaling_${process.pid}`;
+  const store = await PostgresStore.open({ url: pgUrl, schema, random: seededRandom(1), poolSize: 4 });
+  await store.queueUpsert({ name: queue, kind: "standard", attributes, now });
+  const drop = async () => {
+    const client = new pg.Client({ connectionString: pgUrl });
+    await client.connect();
+    try {
+      await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    } finally {
+      await client.end();
+    }
+  };
+  return { store, drop };
+}
+
+async function withStore<T>(run: (store: ScalingStore) => Promise<T>): Promise<T> {
+  const { store, drop } = await openStore();
+  try {
+    return await run(store);
+  } finally {
+    await store.close();
+    await drop();
+  }
+}
+
+async function fill(store: ScalingStore, count: number, body: string): Promise<void> {
+  for (let sent = 0; sent < count; sent += sendBatch) {
+    const messages = Array.from({ length: Math.min(sendBatch, count - sent) }, () =>
+      message({ body, headers: {}, publishedAt: now }),
+    );
+    await store.queueSendMany({ now, sends: [{ queue, policy: noPolicy, messages }] });
+  }
+}
+
+const lease = (store: ScalingStore, max: number) =>
+  store.queueLease({
+    queue,
+    max,
+    now,
+    leaseExpiresAt: now + 3_600_000,
+    expiredBefore: 0,
+    inFlightMax: 120_000,
+    deadLetter: null,
+  });
+
+async function hold(store: ScalingStore, count: number): Promise<void> {
+  let held = 0;
+  while (held < count) held += (await lease(store, Math.min(leaseBatch, count - held))).messages.length;
+}
+
+/** Milliseconds per call: the median of `depthReads` stats reads. */
+async function depthMillis(backlog: number): Promise<number> {
+  return withStore(async (store) => {
+    await fill(store, backlog, "x");
+    await hold(store, Math.min(100, backlog));
+    const times: number[] = [];
+    for (let i = 0; i < depthReads; i++) {
+      const start = performance.now();
+      await store.queueDepth({ name: queue, now });
+      times.push(performance.now() - start);
+    }
+    times.sort((a, b) => a - b);
+    return times[Math.floor(times.length / 2)] as number;
+  });
+}
+
+/** Microseconds of wall time per lease-and-ack pair and per hand-off-and-ack pair. */
+async function pairMicros(inFlight: number): Promise<{ lease: number; handoff: number }> {
+  const body = "x".repeat(1024);
+  return withStore(async (store) => {
+    await fill(store, inFlight + pairs, body);
+    await hold(store, inFlight);
+    const leaseStart = performance.now();
+    for (let i = 0; i < pairs; i++) {
+      const { messages } = await lease(store, 1);
+      if (messages.length !== 1) throw new Error("a lease took nothing");
+      await store.queueAck({ queue, receipts: messages.map((m) => m.receipt) });
+    }
+    const leaseMicros = ((performance.now() - leaseStart) * 1000) / pairs;
+    const handoffStart = performance.now();
+    for (let i = 0; i < pairs; i++) {
+      const [outcome] = await store.queueSendMany({
+        now,
+        sends: [
+          {
+            queue,
+            policy: noPolicy,
+            messages: [message({ body, headers: {}, publishedAt: now })],
+            handoff: { max: 1, leaseExpiresAt: now + 3_600_000, inFlightMax: 120_000 },
+          },
+        ],
+      });
+      const leased = outcome?.leased ?? [];
+      if (leased.length !== 1) throw new Error("a send handed nothing off");
+      await store.queueAck({ queue, receipts: leased.map((m) => m.receipt) });
+    }
+    const handoffMicros = ((performance.now() - handoffStart) * 1000) / pairs;
+    return { lease: leaseMicros, handoff: handoffMicros };
+  });
+}
+
+console.log(`store-scaling, ${storeKind}, ${new Date().toISOString()}`);
+for (const backlog of backlogs) {
+  console.log(
+    `stats of a queue of ${backlog} messages: ${(await depthMillis(backlog)).toFixed(2)} ms per read`,
+  );
+}
+for (const inFlight of inFlights) {
+  const { lease: leaseUs, handoff } = await pairMicros(inFlight);
+  console.log(
+    `${inFlight} in flight: lease(1) + ack ${leaseUs.toFixed(0)} µs, hand-off send(1) + ack ${handoff.toFixed(0)} µs`,
+  );
+}
