@@ -71,6 +71,9 @@ export const limits = {
   overflowTrimMax: 1000,
   /** Messages per redrive step: one transaction. */
   redriveBatchMax: 100,
+  /** Messages one step of a purge deletes on SQLite, in a commit of its own (about 27 ms of the event
+   * loop): a purge of a million messages does not stop the server for the 5 s one commit took. */
+  purgeStepMax: 5000,
 
   queuesMax: 10_000,
   /** Concurrent long polls per server: each holds a socket and a timer. */

@@ -364,7 +364,9 @@ export interface Store {
     now: number;
   }): Promise<StoredMessage[]>;
 
-  /** Deletes every message of the queue, leased or not, and counts them as purged. */
+  /** Deletes every message of the queue, leased or not, and counts them as purged. A store may do it
+   * in steps, each its own commit (SQLite: invariants rule 20a); then it deletes the messages stored
+   * before the call, and one sent meanwhile may stay. */
   queuePurge(params: { queue: string }): Promise<{ purged: number }>;
 
   /** Deletes up to `max` messages published at or before `expiredBefore`, counted as expired, and

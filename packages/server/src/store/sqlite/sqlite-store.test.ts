@@ -3,8 +3,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import { limits } from "../../limits.js";
 import { seededRandom } from "../../random.js";
-import { attributes } from "../conformance-fixtures.js";
+import { attributes, message, t0 } from "../conformance-fixtures.js";
 import { noSendPolicy } from "../store.js";
 import { exerciseStore } from "../store-conformance.js";
 import { SqliteStore } from "./sqlite-store.js";
@@ -59,5 +60,94 @@ test("sqlite: a file store keeps its messages across reopen, and concurrent writ
     await reopened.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** Fills the queue with `count` messages, in sends of 1,000, each message with the key given. */
+async function fill(store: SqliteStore, queue: string, count: number, key: string | null): Promise<void> {
+  for (let sent = 0; sent < count; sent += 1000) {
+    await store.queueSendMany({
+      now: t0,
+      sends: [
+        {
+          queue,
+          policy: noSendPolicy,
+          messages: Array.from({ length: Math.min(1000, count - sent) }, () =>
+            message({ key: key ?? undefined }),
+          ),
+        },
+      ],
+    });
+  }
+}
+
+test("sqlite: a purge larger than a step commits step by step, and a send made meanwhile stays", async () => {
+  const store = new SqliteStore({ path: ":memory:", random: seededRandom(3) });
+  try {
+    await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
+    const count = limits.purgeStepMax * 2 + 10;
+    await fill(store, "q", count, null);
+    const before = store.commitStats;
+    const [purged] = await Promise.all([
+      store.queuePurge({ queue: "q" }),
+      store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages: [message()] }] }),
+    ]);
+    assert.deepEqual(purged, { purged: count });
+    const commits = store.commitStats.commits - before.commits;
+    assert.ok(commits >= 3, `three steps, each its own commit, so other calls run between them: ${commits}`);
+    assert.equal((await store.queueDepth({ name: "q", now: t0 })).available, 1);
+    assert.equal((await store.queueGet({ name: "q" }))?.counters.purged, count);
+  } finally {
+    await store.close();
+  }
+});
+
+test("sqlite: a FIFO group whose older messages a purge took gets a message sent meanwhile as its head", async () => {
+  const store = new SqliteStore({ path: ":memory:", random: seededRandom(4) });
+  try {
+    await store.queueUpsert({ name: "f", kind: "fifo", attributes, now: t0 });
+    await fill(store, "f", limits.purgeStepMax + 10, "g");
+    const purge = store.queuePurge({ queue: "f" });
+    const sent = store.queueSendMany({
+      now: t0,
+      sends: [{ queue: "f", policy: noSendPolicy, messages: [message({ key: "g", body: "after" })] }],
+    });
+    assert.deepEqual(await purge, { purged: limits.purgeStepMax + 10 });
+    await sent;
+    const { messages } = await store.queueLease({
+      queue: "f",
+      max: 10,
+      now: t0,
+      leaseExpiresAt: t0 + 30_000,
+      expiredBefore: 0,
+      inFlightMax: 1000,
+      deadLetter: null,
+    });
+    assert.deepEqual(
+      messages.map((m) => m.body.toString()),
+      ["after"],
+    );
+  } finally {
+    await store.close();
+  }
+});
+
+test("sqlite: deleting a queue larger than a step commits step by step and removes every message", async () => {
+  const store = new SqliteStore({ path: ":memory:", random: seededRandom(5) });
+  try {
+    await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
+    const count = limits.purgeStepMax * 2 + 10;
+    await fill(store, "q", count, null);
+    const before = store.commitStats;
+    const [deleted] = await Promise.all([
+      store.queueDelete({ name: "q" }),
+      store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages: [message()] }] }),
+    ]);
+    assert.deepEqual(deleted, { removed: count + 1 }, "the message sent meanwhile went with the queue");
+    const commits = store.commitStats.commits - before.commits;
+    assert.ok(commits >= 3, `three steps, each its own commit: ${commits}`);
+    assert.equal(await store.queueGet({ name: "q" }), undefined);
+  } finally {
+    await store.close();
   }
 });

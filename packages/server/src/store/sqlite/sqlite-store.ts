@@ -229,27 +229,76 @@ export class SqliteStore implements Store {
     return (this.stmt(sql.queueSelectAll).all() as SqliteQueueRow[]).map(toSqliteQueueRecord);
   }
 
-  queueDelete(params: { name: string }): Promise<{ removed: number }> {
-    return this.writes.run(() => {
-      const queue = this.requireQueue(params.name);
-      const sources = (
-        this.stmt(sql.queueSelectDeadLetterSources).all({ name: params.name }) as { name: string }[]
-      )
-        .map((row) => row.name)
-        .filter((name) => name !== params.name);
-      if (sources.length > 0) {
-        throw new HopperError(
-          "queue_in_use",
-          `Queue "${params.name}" is the dead-letter queue of ${sources.join(", ")}.`,
-          { deadLetterSources: sources },
-        );
-      }
-      const removed = this.stmt(sql.messageDeleteAllOfQueue).run({ queueId: queue.queue_id }).changes;
-      this.stmt(sql.dedupDeleteAllOfQueue).run({ queueId: queue.queue_id });
-      this.stmt(sql.queueDelete).run({ queueId: queue.queue_id });
-      this.stmt(sql.bindingDeleteByDestination).run({ destinationKind: "queue", destination: params.name });
-      return { removed };
+  /**
+   * Deletes the queue with its messages, dedupIds and the bindings to it. The messages stored before
+   * it began go in steps of limits.purgeStepMax, each its own commit and counted as purged (so the
+   * counters stay exact if the delete is refused midway: rule 21); the last step takes the rest and
+   * the queue. Refused, changing nothing, while another queue dead-letters into it.
+   */
+  async queueDelete(params: { name: string }): Promise<{ removed: number }> {
+    let lastSeq: number | undefined;
+    let removed = 0;
+    for (;;) {
+      const step = await this.writes.run(() => {
+        const queue = this.requireQueue(params.name);
+        this.refuseDeadLetterTarget(params.name);
+        const queueId = queue.queue_id;
+        lastSeq ??= this.lastSeq();
+        const deleted = this.deleteStep(queue, lastSeq);
+        if (deleted === limits.purgeStepMax) {
+          this.addCounters(queueId, { purged: deleted });
+          return { done: false, removed: deleted };
+        }
+        const rest = this.stmt(sql.messageDeleteAllOfQueue).run({ queueId }).changes;
+        this.stmt(sql.dedupDeleteAllOfQueue).run({ queueId });
+        this.stmt(sql.queueDelete).run({ queueId });
+        this.stmt(sql.bindingDeleteByDestination).run({ destinationKind: "queue", destination: params.name });
+        return { done: true, removed: deleted + rest };
+      });
+      removed += step.removed;
+      if (step.done) return { removed };
+    }
+  }
+
+  private refuseDeadLetterTarget(name: string): void {
+    const sources = (this.stmt(sql.queueSelectDeadLetterSources).all({ name }) as { name: string }[])
+      .map((row) => row.name)
+      .filter((source) => source !== name);
+    if (sources.length > 0) {
+      throw new HopperError(
+        "queue_in_use",
+        `Queue "${name}" is the dead-letter queue of ${sources.join(", ")}.`,
+        {
+          deadLetterSources: sources,
+        },
+      );
+    }
+  }
+
+  /** The highest seq of any queue: every message stored before now is at or below it. */
+  private lastSeq(): number {
+    return (this.stmt(sql.messageLastSeq).get() as { last: number | null }).last ?? 0;
+  }
+
+  /**
+   * One step of a purge or a delete: deletes up to limits.purgeStepMax of the queue's messages at or
+   * below lastSeq, and gives each FIFO group whose older messages went its next message (one sent
+   * since, above lastSeq) as head. Counts nothing; answers how many it deleted.
+   */
+  private deleteStep(queue: SqliteQueueRow, lastSeq: number): number {
+    const queueId = queue.queue_id;
+    const { changes } = this.stmt(sql.messageDeleteStep).run({
+      queueId,
+      lastSeq,
+      limit: limits.purgeStepMax,
     });
+    if (queue.kind === "fifo") {
+      const groups = this.stmt(sql.groupsAfterSeq).all({ queueId, afterSeq: lastSeq }) as {
+        group_key: string;
+      }[];
+      for (const { group_key } of groups) this.promoteHead(queueId, group_key);
+    }
+    return changes;
   }
 
   /**
@@ -666,13 +715,26 @@ export class SqliteStore implements Store {
     return rows.map(toStoredMessage);
   }
 
-  queuePurge(params: { queue: string }): Promise<{ purged: number }> {
-    return this.writes.run(() => {
-      const queueId = this.requireQueue(params.queue).queue_id;
-      const purged = this.stmt(sql.messageDeleteAllOfQueue).run({ queueId }).changes;
-      this.addCounters(queueId, { purged });
-      return { purged };
-    });
+  /**
+   * Deletes the messages stored before the purge began, in steps (deleteStep), each its own commit,
+   * so that other calls run between them. A send made meanwhile may land on either side of the bound.
+   * A queue deleted during the purge ends it with what was purged until then.
+   */
+  async queuePurge(params: { queue: string }): Promise<{ purged: number }> {
+    let lastSeq: number | undefined;
+    let purged = 0;
+    for (;;) {
+      const deleted = await this.writes.run(() => {
+        const queue = lastSeq === undefined ? this.requireQueue(params.queue) : this.queueRow(params.queue);
+        if (!queue) return 0;
+        lastSeq ??= this.lastSeq();
+        const step = this.deleteStep(queue, lastSeq);
+        if (step > 0) this.addCounters(queue.queue_id, { purged: step });
+        return step;
+      });
+      purged += deleted;
+      if (deleted < limits.purgeStepMax) return { purged };
+    }
   }
 
   queueExpire(params: {

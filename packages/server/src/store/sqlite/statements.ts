@@ -170,6 +170,20 @@ export const messageDelete = `DELETE FROM messages WHERE seq = :seq RETURNING gr
 /** Params: queueId. Returns: the number of rows deleted (via changes). */
 export const messageDeleteAllOfQueue = `DELETE FROM messages WHERE queue_id = :queueId`;
 
+/** Returns: { last } the highest seq of any queue, or null: a purge's bound (every message stored
+ * before it has a seq at or below it). */
+export const messageLastSeq = `SELECT max(seq) AS last FROM messages`;
+
+/** Params: queueId, lastSeq, limit. Deletes up to `limit` of the queue's messages at or below lastSeq
+ * (one step of a purge). Returns: the number of rows deleted (via changes). */
+export const messageDeleteStep = `
+  DELETE FROM messages WHERE seq IN (
+    SELECT seq FROM messages WHERE queue_id = :queueId AND seq <= :lastSeq LIMIT :limit + 0)`;
+
+/** Params: queueId, afterSeq. Returns: { group_key } of the FIFO groups with messages above afterSeq. */
+export const groupsAfterSeq = `
+  SELECT DISTINCT group_key FROM messages WHERE seq > :afterSeq AND queue_id = :queueId AND group_key IS NOT NULL`;
+
 /** Params: queueId, expiredBefore, limit. Deletes up to `limit` messages past retention. Returns:
  * { group_key } per deleted row. */
 export const messageDeleteExpired = `
