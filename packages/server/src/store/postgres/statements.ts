@@ -200,10 +200,11 @@ export const messageInsertManyCountedIn = (schema: string) => `
 /**
  * The queue's messages in flight where the in-flight ceiling could bind, else 0: an SQL expression
  * over the queue id, the time, the messages about to be leased and the ceiling. Counting reads every
- * in-flight entry of the visibility index (2 ms of PostgreSQL's time with 10,000 in flight), while the
- * queue's depth is a sum over its counter rows (invariants rule 21), and what is in flight is part of
- * the depth. So while depth + max is within the ceiling, no count could lower what may be leased, and
- * none is made (PostgreSQL runs the CASE's subquery only when its branch is taken).
+ * in-flight entry of the index (with 10,000 in flight a lease took 2.5 ms longer and a hand-off send
+ * 10 ms: bench/src/store-scaling.ts), while the queue's depth is a sum over its 16 counter rows
+ * (invariants rule 21), and what is in flight is part of the depth. So while depth + max is within
+ * the ceiling, no count could lower what may be leased, and none is made (PostgreSQL runs the CASE's
+ * subquery only when its branch is taken).
  */
 const inFlightWhereCeilingBinds = (queueId: string, now: string, max: string, ceiling: string) => `
   CASE WHEN (
