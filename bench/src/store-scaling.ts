@@ -3,6 +3,7 @@
  *
  *   node bench/dist/store-scaling.js [--store sqlite|postgres] [--pg-url URL]
  *                                    [--backlogs 1000,100000,1000000] [--in-flight 0,1000,10000]
+ *                                    [--purges 300000]
  *
  * - Stats: for each backlog, a fresh queue holding that many messages (100 of them in flight), then
  *   20 reads of its depth by state (`queueDepth`, what stats and each /metrics scrape read); prints
@@ -11,6 +12,9 @@
  *   held, then 1,000 times a lease of one message and its ack, and 1,000 times a send of one message
  *   handed off to a receive (Handoff) and its ack; prints the wall time per pair (on PostgreSQL most
  *   of it is the database's).
+ * - Purge and delete: for each count, a fresh queue of that many 1 KiB messages purged, and another
+ *   deleted; prints how long each took and the longest gap between the turns of the event loop
+ *   meanwhile (a 1 ms timer), which on SQLite is how long every other call waited.
  *
  * SQLite runs with durability "os" (no fsync), so the figures are the work, not the disk. PostgreSQL
  * uses a schema of its own, dropped afterwards. It loads the compiled store (`npm run build` first).
@@ -28,6 +32,8 @@ interface ScalingStore {
   queueLease(params: object): Promise<{ messages: { receipt: string }[] }>;
   queueAck(params: { queue: string; receipts: string[] }): Promise<unknown>;
   queueDepth(params: { name: string; now: number }): Promise<object>;
+  queuePurge(params: { queue: string }): Promise<{ purged: number }>;
+  queueDelete(params: { name: string }): Promise<{ removed: number }>;
   close(): Promise<void>;
 }
 
@@ -46,6 +52,7 @@ const { values } = parseArgs({
     "pg-url": { type: "string", default: "postgres://postgres@127.0.0.1:5432/test" },
     backlogs: { type: "string", default: "1000,100000,1000000" },
     "in-flight": { type: "string", default: "0,1000,10000" },
+    purges: { type: "string", default: "300000" },
   },
 });
 const storeKind = values.store;
@@ -58,6 +65,7 @@ const counts = (flag: string, text: string) =>
   });
 const backlogs = counts("--backlogs", values.backlogs);
 const inFlights = counts("--in-flight", values["in-flight"]);
+const purges = counts("--purges", values.purges);
 
 const now = 1_800_000_000_000;
 const queue = "q";
@@ -187,6 +195,34 @@ async function pairMicros(inFlight: number): Promise<{ lease: number; handoff: n
   });
 }
 
+/** Runs `call` while a 1 ms timer notes the longest gap between its turns: milliseconds of both. */
+async function timedWithGaps(call: () => Promise<unknown>): Promise<{ ms: number; gapMs: number }> {
+  let last = performance.now();
+  let gapMs = 0;
+  const timer = setInterval(() => {
+    const at = performance.now();
+    gapMs = Math.max(gapMs, at - last);
+    last = at;
+  }, 1);
+  try {
+    last = performance.now();
+    const start = last;
+    await call();
+    const ms = performance.now() - start;
+    gapMs = Math.max(gapMs, performance.now() - last);
+    return { ms, gapMs };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+async function removalMillis(count: number, remove: (store: ScalingStore) => Promise<unknown>) {
+  return withStore(async (store) => {
+    await fill(store, count, "x".repeat(1024));
+    return timedWithGaps(() => remove(store));
+  });
+}
+
 console.log(`store-scaling, ${storeKind}, ${new Date().toISOString()}`);
 for (const backlog of backlogs) {
   console.log(
@@ -197,5 +233,13 @@ for (const inFlight of inFlights) {
   const { lease: leaseUs, handoff } = await pairMicros(inFlight);
   console.log(
     `${inFlight} in flight: lease(1) + ack ${leaseUs.toFixed(0)} µs, hand-off send(1) + ack ${handoff.toFixed(0)} µs`,
+  );
+}
+for (const count of purges) {
+  const purge = await removalMillis(count, (store) => store.queuePurge({ queue }));
+  const removal = await removalMillis(count, (store) => store.queueDelete({ name: queue }));
+  console.log(
+    `purge of ${count}: ${purge.ms.toFixed(0)} ms, longest event-loop gap ${purge.gapMs.toFixed(0)} ms; ` +
+      `delete: ${removal.ms.toFixed(0)} ms, longest gap ${removal.gapMs.toFixed(0)} ms`,
   );
 }
