@@ -151,3 +151,20 @@ test("sqlite: deleting a queue larger than a step commits step by step and remov
     await store.close();
   }
 });
+
+test("sqlite: two deletes of one large queue at once both answer, and together count every message", async () => {
+  const store = new SqliteStore({ path: ":memory:", random: seededRandom(6) });
+  try {
+    await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
+    const count = limits.purgeStepMax * 2 + 10;
+    await fill(store, "q", count, null);
+    const [first, second] = await Promise.all([
+      store.queueDelete({ name: "q" }),
+      store.queueDelete({ name: "q" }),
+    ]);
+    assert.equal(first.removed + second.removed, count);
+    assert.equal(await store.queueGet({ name: "q" }), undefined);
+  } finally {
+    await store.close();
+  }
+});

@@ -233,14 +233,16 @@ export class SqliteStore implements Store {
    * Deletes the queue with its messages, dedupIds and the bindings to it. The messages stored before
    * it began go in steps of limits.purgeStepMax, each its own commit and counted as purged (so the
    * counters stay exact if the delete is refused midway: rule 21); the last step takes the rest and
-   * the queue. Refused, changing nothing, while another queue dead-letters into it.
+   * the queue. Refused, changing nothing, while another queue dead-letters into it. If a concurrent
+   * delete took the queue meanwhile, this one ends with what it removed until then.
    */
   async queueDelete(params: { name: string }): Promise<{ removed: number }> {
     let lastSeq: number | undefined;
     let removed = 0;
     for (;;) {
       const step = await this.writes.run(() => {
-        const queue = this.requireQueue(params.name);
+        const queue = lastSeq === undefined ? this.requireQueue(params.name) : this.queueRow(params.name);
+        if (!queue) return { done: true, removed: 0 };
         this.refuseDeadLetterTarget(params.name);
         const queueId = queue.queue_id;
         lastSeq ??= this.lastSeq();

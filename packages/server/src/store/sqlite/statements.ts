@@ -175,14 +175,16 @@ export const messageDeleteAllOfQueue = `DELETE FROM messages WHERE queue_id = :q
 export const messageLastSeq = `SELECT max(seq) AS last FROM messages`;
 
 /** Params: queueId, lastSeq, limit. Deletes up to `limit` of the queue's messages at or below lastSeq
- * (one step of a purge). Returns: the number of rows deleted (via changes). */
+ * (one step of a purge or a queue delete). Returns: the number of rows deleted (via changes). */
 export const messageDeleteStep = `
   DELETE FROM messages WHERE seq IN (
     SELECT seq FROM messages WHERE queue_id = :queueId AND seq <= :lastSeq LIMIT :limit + 0)`;
 
-/** Params: queueId, afterSeq. Returns: { group_key } of the FIFO groups with messages above afterSeq. */
+/** Params: queueId, afterSeq. Returns: { group_key } of the FIFO groups with messages above afterSeq.
+ * It walks the rows above afterSeq (`+queue_id` keeps the planner off the group index, which would
+ * read every message of the queue). */
 export const groupsAfterSeq = `
-  SELECT DISTINCT group_key FROM messages WHERE seq > :afterSeq AND queue_id = :queueId AND group_key IS NOT NULL`;
+  SELECT DISTINCT group_key FROM messages WHERE seq > :afterSeq AND +queue_id = :queueId AND group_key IS NOT NULL`;
 
 /** Params: queueId, expiredBefore, limit. Deletes up to `limit` messages past retention. Returns:
  * { group_key } per deleted row. */
