@@ -63,59 +63,60 @@ test("sqlite: a file store keeps its messages across reopen, and concurrent writ
   }
 });
 
-/** Fills the queue with `count` messages, in sends of 1,000, each message with the key given. */
-async function fill(store: SqliteStore, queue: string, count: number, key: string | null): Promise<void> {
-  for (let sent = 0; sent < count; sent += 1000) {
-    await store.queueSendMany({
-      now: t0,
-      sends: [
-        {
-          queue,
-          policy: noSendPolicy,
-          messages: Array.from({ length: Math.min(1000, count - sent) }, () =>
-            message({ key: key ?? undefined }),
-          ),
-        },
-      ],
-    });
-  }
-}
+/** Messages in the queues of the tests below: two purge steps and a part of a third. */
+const largeCount = limits.purgeStepMax * 2 + 10;
 
-test("sqlite: a purge larger than a step commits step by step, and a send made meanwhile stays", async () => {
-  const store = new SqliteStore({ path: ":memory:", random: seededRandom(3) });
+/**
+ * Runs `check` on a fresh in-memory store holding the queue `q` (of `kind`) with `count` messages, in
+ * sends of 1,000, every message with the key given; closes the store after.
+ */
+async function withLargeQueue(
+  kind: "standard" | "fifo",
+  count: number,
+  key: string | null,
+  check: (store: SqliteStore) => Promise<void>,
+): Promise<void> {
+  const store = new SqliteStore({ path: ":memory:", random: seededRandom(count) });
   try {
-    await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
-    const count = limits.purgeStepMax * 2 + 10;
-    await fill(store, "q", count, null);
-    const before = store.commitStats;
-    const [purged] = await Promise.all([
-      store.queuePurge({ queue: "q" }),
-      store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages: [message()] }] }),
-    ]);
-    assert.deepEqual(purged, { purged: count });
-    const commits = store.commitStats.commits - before.commits;
-    assert.ok(commits >= 3, `three steps, each its own commit, so other calls run between them: ${commits}`);
-    assert.equal((await store.queueDepth({ name: "q", now: t0 })).available, 1);
-    assert.equal((await store.queueGet({ name: "q" }))?.counters.purged, count);
+    await store.queueUpsert({ name: "q", kind, attributes, now: t0 });
+    for (let sent = 0; sent < count; sent += 1000) {
+      const messages = Array.from({ length: Math.min(1000, count - sent) }, () =>
+        message({ key: key ?? undefined }),
+      );
+      await store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages }] });
+    }
+    await check(store);
   } finally {
     await store.close();
   }
-});
+}
 
-test("sqlite: a FIFO group whose older messages a purge took gets a message sent meanwhile as its head", async () => {
-  const store = new SqliteStore({ path: ":memory:", random: seededRandom(4) });
-  try {
-    await store.queueUpsert({ name: "f", kind: "fifo", attributes, now: t0 });
-    await fill(store, "f", limits.purgeStepMax + 10, "g");
-    const purge = store.queuePurge({ queue: "f" });
-    const sent = store.queueSendMany({
-      now: t0,
-      sends: [{ queue: "f", policy: noSendPolicy, messages: [message({ key: "g", body: "after" })] }],
-    });
-    assert.deepEqual(await purge, { purged: limits.purgeStepMax + 10 });
-    await sent;
+const sendOne = (store: SqliteStore, overrides: { key?: string; body?: string } = {}) =>
+  store.queueSendMany({
+    now: t0,
+    sends: [{ queue: "q", policy: noSendPolicy, messages: [message(overrides)] }],
+  });
+
+test("sqlite: a purge larger than a step commits step by step, and a send made meanwhile stays", () =>
+  withLargeQueue("standard", largeCount, null, async (store) => {
+    const before = store.commitStats;
+    const [purged] = await Promise.all([store.queuePurge({ queue: "q" }), sendOne(store)]);
+    assert.deepEqual(purged, { purged: largeCount });
+    const commits = store.commitStats.commits - before.commits;
+    assert.ok(commits >= 3, `three steps, each its own commit, so other calls run between them: ${commits}`);
+    assert.equal((await store.queueDepth({ name: "q", now: t0 })).available, 1);
+    assert.equal((await store.queueGet({ name: "q" }))?.counters.purged, largeCount);
+  }));
+
+test("sqlite: a FIFO group whose older messages a purge took gets a message sent meanwhile as its head", () =>
+  withLargeQueue("fifo", limits.purgeStepMax + 10, "g", async (store) => {
+    const [purged] = await Promise.all([
+      store.queuePurge({ queue: "q" }),
+      sendOne(store, { key: "g", body: "after" }),
+    ]);
+    assert.deepEqual(purged, { purged: limits.purgeStepMax + 10 });
     const { messages } = await store.queueLease({
-      queue: "f",
+      queue: "q",
       max: 10,
       now: t0,
       leaseExpiresAt: t0 + 30_000,
@@ -127,44 +128,24 @@ test("sqlite: a FIFO group whose older messages a purge took gets a message sent
       messages.map((m) => m.body.toString()),
       ["after"],
     );
-  } finally {
-    await store.close();
-  }
-});
+  }));
 
-test("sqlite: deleting a queue larger than a step commits step by step and removes every message", async () => {
-  const store = new SqliteStore({ path: ":memory:", random: seededRandom(5) });
-  try {
-    await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
-    const count = limits.purgeStepMax * 2 + 10;
-    await fill(store, "q", count, null);
+test("sqlite: deleting a queue larger than a step commits step by step and removes every message", () =>
+  withLargeQueue("standard", largeCount, null, async (store) => {
     const before = store.commitStats;
-    const [deleted] = await Promise.all([
-      store.queueDelete({ name: "q" }),
-      store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages: [message()] }] }),
-    ]);
-    assert.deepEqual(deleted, { removed: count + 1 }, "the message sent meanwhile went with the queue");
+    const [deleted] = await Promise.all([store.queueDelete({ name: "q" }), sendOne(store)]);
+    assert.deepEqual(deleted, { removed: largeCount + 1 }, "the message sent meanwhile went with the queue");
     const commits = store.commitStats.commits - before.commits;
     assert.ok(commits >= 3, `three steps, each its own commit: ${commits}`);
     assert.equal(await store.queueGet({ name: "q" }), undefined);
-  } finally {
-    await store.close();
-  }
-});
+  }));
 
-test("sqlite: two deletes of one large queue at once both answer, and together count every message", async () => {
-  const store = new SqliteStore({ path: ":memory:", random: seededRandom(6) });
-  try {
-    await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
-    const count = limits.purgeStepMax * 2 + 10;
-    await fill(store, "q", count, null);
+test("sqlite: two deletes of one large queue at once both answer, and together count every message", () =>
+  withLargeQueue("standard", largeCount, null, async (store) => {
     const [first, second] = await Promise.all([
       store.queueDelete({ name: "q" }),
       store.queueDelete({ name: "q" }),
     ]);
-    assert.equal(first.removed + second.removed, count);
+    assert.equal(first.removed + second.removed, largeCount);
     assert.equal(await store.queueGet({ name: "q" }), undefined);
-  } finally {
-    await store.close();
-  }
-});
+  }));
