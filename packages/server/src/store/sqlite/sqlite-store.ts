@@ -10,7 +10,7 @@ import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
 import { noRedriveTarget, notHeldBack, redriveScanMax } from "../redrive-order.js";
-import { type MessageRow, type QueueRow, toQueueRecord, toStoredMessage } from "../rows.js";
+import { type MessageRow, type QueueRow, toQueueCounters, toQueueRecord, toStoredMessage } from "../rows.js";
 import {
   type BindingDestination,
   type BindingRecord,
@@ -315,7 +315,7 @@ export class SqliteStore implements Store {
       inFlight: number;
     };
     const { oldest } = this.stmt(sql.messageOldestPublishedAt).get({ queueId }) as { oldest: number | null };
-    const depth = depthOf(toSqliteQueueRecord(queue).counters);
+    const depth = depthOf(toQueueCounters(queue));
     return { available: depth - delayed - inFlight, delayed, inFlight, oldestPublishedAt: oldest };
   }
 
@@ -346,7 +346,7 @@ export class SqliteStore implements Store {
     });
     const stored = send.messages.filter((message, i) => ids[i] === message.id);
     if (overflow?.policy === "reject" && stored.length > 0) {
-      const depth = depthOf(toSqliteQueueRecord(queue).counters);
+      const depth = depthOf(toQueueCounters(queue));
       if (depth + stored.length > overflow.maxDepth) {
         throw queueFull(send.queue, overflow.maxDepth, depth);
       }
@@ -413,7 +413,7 @@ export class SqliteStore implements Store {
     const overflow = policy.overflow;
     if (!overflow || overflow.policy === "reject") return;
     const queue = this.requireQueue(name);
-    const excess = depthOf(toSqliteQueueRecord(queue).counters) - overflow.maxDepth;
+    const excess = depthOf(toQueueCounters(queue)) - overflow.maxDepth;
     if (excess <= 0) return;
     // Bounded, as every loop: a maxDepth lowered far below the depth is reached over several sends.
     const limit = Math.min(excess, limits.overflowTrimMax);
@@ -782,7 +782,7 @@ export class SqliteStore implements Store {
         }
         if (stoppedBy || !target || !policy || name === null) break;
         const overflow = policy.overflow;
-        const depth = depthOf(toSqliteQueueRecord(target).counters);
+        const depth = depthOf(toQueueCounters(target));
         if (overflow?.policy === "reject" && depth + 1 > overflow.maxDepth) {
           stoppedBy = queueFull(name, overflow.maxDepth, depth);
           break;
