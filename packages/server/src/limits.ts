@@ -74,6 +74,11 @@ export const limits = {
   /** Messages one step of a purge deletes on SQLite, in a commit of its own (about 27 ms of the event
    * loop): a purge of a million messages does not stop the server for the 5 s one commit took. */
   purgeStepMax: 5000,
+  /** How often the SQLite store's checkpoint thread copies the WAL into the database file. */
+  checkpointIntervalMs: 50,
+  /** WAL pages (4 KiB) past which the SQLite store's own connection checkpoints, inside a commit:
+   * only if the checkpoint thread fell far behind (it keeps the WAL near 1,000 pages at W1's rate). */
+  walBackstopPages: 10_000,
 
   queuesMax: 10_000,
   /** Concurrent long polls per server: each holds a socket and a timer. */

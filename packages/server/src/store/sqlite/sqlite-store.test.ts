@@ -149,3 +149,24 @@ test("sqlite: two deletes of one large queue at once both answer, and together c
     assert.equal(first.removed + second.removed, largeCount);
     assert.equal(await store.queueGet({ name: "q" }), undefined);
   }));
+
+test("sqlite: a file store's WAL is copied into the database by its checkpoint thread, not in a commit", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "hopper-sqlite-"));
+  const store = new SqliteStore({ path: join(dir, "hopper.db"), random: seededRandom(8) });
+  try {
+    await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
+    // About 3,000 pages of WAL: below the main connection's backstop, so no commit checkpoints.
+    for (let i = 0; i < 10; i++) {
+      const messages = Array.from({ length: 1000 }, () => message({ body: "x".repeat(1000) }));
+      await store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages }] });
+    }
+    const deadline = Date.now() + 5000;
+    while ((store.checkpointStats?.frames ?? 0) < 2000 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.ok((store.checkpointStats?.frames ?? 0) >= 2000, JSON.stringify(store.checkpointStats));
+  } finally {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -38,6 +38,7 @@ import {
   type StoreEvent,
   zeroCounters,
 } from "../store.js";
+import { Checkpointer, type CheckpointerStats } from "./checkpointer.js";
 import { GroupCommit } from "./group-commit.js";
 import { migrations } from "./schema.js";
 import * as sql from "./statements.js";
@@ -104,6 +105,7 @@ export class SqliteStore implements Store {
   private readonly rawStatements = new Map<string, Statement>();
   /** Per queue id, at least the messages in flight (see inFlightAtMost). */
   private readonly inFlightBounds = new Map<number, number>();
+  private readonly checkpointer: Checkpointer | undefined;
 
   constructor(options: SqliteStoreOptions) {
     if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
@@ -119,6 +121,16 @@ export class SqliteStore implements Store {
     this.random = options.random;
     this.migrate();
     this.writes = new GroupCommit(this.db);
+    if (options.path !== ":memory:") {
+      // Checkpoints run on their own thread (checkpointer.ts); this connection's own is a backstop.
+      this.db.pragma(`wal_autocheckpoint = ${limits.walBackstopPages}`);
+      this.checkpointer = new Checkpointer(options.path, limits.checkpointIntervalMs);
+    }
+  }
+
+  /** Checkpoints made off the event loop (undefined for a store in memory, which has no WAL). */
+  get checkpointStats(): CheckpointerStats | undefined {
+    return this.checkpointer && { ...this.checkpointer.stats };
   }
 
   /** Jobs and commits so far: the group-commit ratio the benchmark reports. */
@@ -162,6 +174,7 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     this.writes.close();
+    await this.checkpointer?.close();
     this.db.close();
   }
 
