@@ -76,8 +76,9 @@ export const limits = {
   purgeStepMax: 5000,
   /** How often the SQLite store's checkpoint thread copies the WAL into the database file. */
   checkpointIntervalMs: 50,
-  /** WAL pages (4 KiB) past which the SQLite store's own connection checkpoints, inside a commit:
-   * only if the checkpoint thread fell far behind (it keeps the WAL near 1,000 pages at W1's rate). */
+  /** WAL pages (4 KiB) past which the SQLite store's own connection checkpoints, inside a commit. The
+   * checkpoint thread has copied nearly all of them by then; under steady writes this is where the
+   * WAL restarts (docs/architecture.md). */
   walBackstopPages: 10_000,
 
   queuesMax: 10_000,
