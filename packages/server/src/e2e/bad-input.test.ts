@@ -17,6 +17,7 @@ import {
   queuePath,
   type RequestOptions,
   receive,
+  requestTimeoutMs,
   results,
   send,
   sentId,
@@ -609,6 +610,27 @@ describe("authentication with --api-key", () => {
       (list.body as { queues: { name: string }[] }).queues.map((queue) => queue.name),
       ["secured"],
     );
+  });
+
+  test("/metrics needs the key, and with it is Prometheus text with each queue's depth", async () => {
+    const scrape = (init: RequestInit = {}) =>
+      fetch(`${server.url}/metrics`, { ...init, signal: AbortSignal.timeout(requestTimeoutMs) });
+    assert.equal((await scrape()).status, 401);
+    await call(server, "PUT", queuePath("scraped"), {}, withKey("secret1"));
+    const sent = await call(
+      server,
+      "POST",
+      queuePath("scraped", "/messages"),
+      { messages: [{ body: 1 }, { body: 2 }] },
+      withKey("secret1"),
+    );
+    assert.equal(sent.status, 200, JSON.stringify(sent.body));
+    const answer = await scrape({ headers: withKey("secret1").headers });
+    assert.equal(answer.status, 200);
+    assert.match(answer.headers.get("content-type") ?? "", /^text\/plain/);
+    const text = await answer.text();
+    assert.match(text, /^hopper_queue_depth\{queue="scraped",state="available"\} 2$/m);
+    assert.match(text, /^hopper_queue_messages_total\{queue="scraped",event="published"\} 2$/m);
   });
 
   test("/healthz and /readyz need no key", async () => {
