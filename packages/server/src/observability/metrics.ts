@@ -32,7 +32,7 @@ export class Metrics {
     exchanges: ExchangeBroker,
     store?: {
       commitStats?: { commits: number; jobs: number };
-      checkpointStats?: { checkpoints: number; frames: number } | undefined;
+      checkpointStats?: { frames: number } | undefined;
     },
   ) {
     collectDefaultMetrics({ register: this.registry, prefix: "hopper_" });

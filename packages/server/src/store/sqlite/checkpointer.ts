@@ -11,22 +11,19 @@
 import { Worker } from "node:worker_threads";
 
 export interface CheckpointerStats {
-  /** Checkpoints that copied at least one frame. */
-  checkpoints: number;
   /** Frames copied into the database file. */
   frames: number;
 }
 
 export class Checkpointer {
   private readonly worker: Worker;
-  readonly stats: CheckpointerStats = { checkpoints: 0, frames: 0 };
+  readonly stats: CheckpointerStats = { frames: 0 };
 
   constructor(path: string, intervalMs: number) {
     this.worker = new Worker(new URL("./checkpointer-worker.js", import.meta.url), {
       workerData: { path, intervalMs },
     });
     this.worker.on("message", (copied: number) => {
-      this.stats.checkpoints++;
       this.stats.frames += copied;
     });
     // A checkpoint that fails (the disk is full) is tried again at the next interval; the backstop

@@ -250,28 +250,44 @@ export class SqliteStore implements Store {
    * delete took the queue meanwhile, this one ends with what it removed until then.
    */
   async queueDelete(params: { name: string }): Promise<{ removed: number }> {
+    const removed = await this.inSteps(params.name, (queue, lastSeq) => {
+      this.refuseDeadLetterTarget(params.name);
+      const queueId = queue.queue_id;
+      const deleted = this.deleteStep(queue, lastSeq);
+      if (deleted === limits.purgeStepMax) {
+        this.addCounters(queueId, { purged: deleted });
+        return { removed: deleted, done: false };
+      }
+      const rest = this.stmt(sql.messageDeleteAllOfQueue).run({ queueId }).changes;
+      this.stmt(sql.dedupDeleteAllOfQueue).run({ queueId });
+      this.stmt(sql.queueDelete).run({ queueId });
+      this.stmt(sql.bindingDeleteByDestination).run({ destinationKind: "queue", destination: params.name });
+      return { removed: deleted + rest, done: true };
+    });
+    return { removed };
+  }
+
+  /**
+   * Runs `step` in commits of its own, one after another, until it says it is done, and answers the
+   * messages the steps removed: a purge or a queue delete (rule 20a). The first step finds the queue
+   * or throws queue_not_found and fixes the bound every step deletes up to; a later step that finds
+   * the queue gone (a concurrent delete took it) ends the run with what was removed until then.
+   */
+  private async inSteps(
+    name: string,
+    step: (queue: SqliteQueueRow, lastSeq: number) => { removed: number; done: boolean },
+  ): Promise<number> {
     let lastSeq: number | undefined;
     let removed = 0;
     for (;;) {
-      const step = await this.writes.run(() => {
-        const queue = lastSeq === undefined ? this.requireQueue(params.name) : this.queueRow(params.name);
-        if (!queue) return { done: true, removed: 0 };
-        this.refuseDeadLetterTarget(params.name);
-        const queueId = queue.queue_id;
+      const outcome = await this.writes.run(() => {
+        const queue = lastSeq === undefined ? this.requireQueue(name) : this.queueRow(name);
+        if (!queue) return { removed: 0, done: true };
         lastSeq ??= this.lastSeq();
-        const deleted = this.deleteStep(queue, lastSeq);
-        if (deleted === limits.purgeStepMax) {
-          this.addCounters(queueId, { purged: deleted });
-          return { done: false, removed: deleted };
-        }
-        const rest = this.stmt(sql.messageDeleteAllOfQueue).run({ queueId }).changes;
-        this.stmt(sql.dedupDeleteAllOfQueue).run({ queueId });
-        this.stmt(sql.queueDelete).run({ queueId });
-        this.stmt(sql.bindingDeleteByDestination).run({ destinationKind: "queue", destination: params.name });
-        return { done: true, removed: deleted + rest };
+        return step(queue, lastSeq);
       });
-      removed += step.removed;
-      if (step.done) return { removed };
+      removed += outcome.removed;
+      if (outcome.done) return removed;
     }
   }
 
@@ -736,20 +752,12 @@ export class SqliteStore implements Store {
    * A queue deleted during the purge ends it with what was purged until then.
    */
   async queuePurge(params: { queue: string }): Promise<{ purged: number }> {
-    let lastSeq: number | undefined;
-    let purged = 0;
-    for (;;) {
-      const deleted = await this.writes.run(() => {
-        const queue = lastSeq === undefined ? this.requireQueue(params.queue) : this.queueRow(params.queue);
-        if (!queue) return 0;
-        lastSeq ??= this.lastSeq();
-        const step = this.deleteStep(queue, lastSeq);
-        if (step > 0) this.addCounters(queue.queue_id, { purged: step });
-        return step;
-      });
-      purged += deleted;
-      if (deleted < limits.purgeStepMax) return { purged };
-    }
+    const purged = await this.inSteps(params.queue, (queue, lastSeq) => {
+      const deleted = this.deleteStep(queue, lastSeq);
+      if (deleted > 0) this.addCounters(queue.queue_id, { purged: deleted });
+      return { removed: deleted, done: deleted < limits.purgeStepMax };
+    });
+    return { purged };
   }
 
   queueExpire(params: {
