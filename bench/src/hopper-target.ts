@@ -79,18 +79,18 @@ export async function startHopperTarget(params: {
     }
   }
   const requestCounter = new RequestCounter();
-  /** Clients that keep a publish WebSocket open, closed with the target. */
-  const socketClients = new Set<HopperClient>();
-  const clientFor = (index: number) => {
-    const server = servers[index % servers.length] as BenchServer;
+  /** Every client made, closed with the target (each keeps HTTP connections, some a publish WebSocket). */
+  const clients = new Set<HopperClient>();
+  const newClient = (url: string) => {
     const client = new HopperClient({
-      url: server.url,
-      fetch: requestCounter.fetch,
+      url,
+      onRequest: requestCounter.onRequest,
       publishOver: params.publishOver,
     });
-    if (params.publishOver === "websocket") socketClients.add(client);
+    clients.add(client);
     return client;
   };
+  const clientFor = (index: number) => newClient((servers[index % servers.length] as BenchServer).url);
   await Promise.all(servers.map((_server, index) => clientFor(index).ready()));
   const frameCounters: WsFrameCounter[] = [];
   if (params.countFrames) {
@@ -107,7 +107,7 @@ export async function startHopperTarget(params: {
   /** A push consumer's client: through the frame counter when counting, like any other client if not. */
   const pushClientFor = (index: number) => {
     const counter = frameCounters[index % servers.length];
-    return counter ? new HopperClient({ url: counter.url, fetch: requestCounter.fetch }) : clientFor(index);
+    return counter ? newClient(counter.url) : clientFor(index);
   };
 
   const pushConsumers = new Set<PushConsumer>();
@@ -177,9 +177,9 @@ export async function startHopperTarget(params: {
       closing ??= (async () => {
         // A push consumer left open would try to reconnect to a stopped server for the rest of the run.
         await Promise.allSettled([...pushConsumers].map((consumer) => consumer.stop()));
-        await Promise.allSettled([...socketClients].map((client) => client.close()));
-        await Promise.allSettled(frameCounters.map((counter) => counter.close()));
         // Open keep-alive connections would make each server's graceful stop wait for them.
+        await Promise.allSettled([...clients].map((client) => client.close()));
+        await Promise.allSettled(frameCounters.map((counter) => counter.close()));
         await closeFetchConnections();
         await Promise.allSettled(servers.map((server) => server.stop()));
         await dropStore();

@@ -1,13 +1,15 @@
 /**
- * What one HTTP request costs the calling process, by transport: the global `fetch` (what
- * @hopper/client uses by default) against `node:http` with a keep-alive agent, each sending a
- * one-message send (a 1 KiB JSON body) to a Hopper server on SQLite, one request at a time:
+ * What one HTTP request costs the calling process, by transport: the global `fetch` against `node:http`
+ * with a keep-alive agent, bare and inside @hopper/client (given `fetch`, and by default, which in Node
+ * is `node:http`), each sending a one-message send (a 1 KiB JSON body) to a Hopper server on SQLite,
+ * one request at a time:
  *
  *   node bench/dist/http-client-cost.js [requests]     (default: 2000, after 300 to warm up)
  *
  * Prints the CPU time of this process and the wall time per request, two rounds alternating.
  */
 import http from "node:http";
+import { HopperClient } from "@hopper/client";
 import { startBenchServer } from "./server-process.js";
 
 const requests = Number(process.argv[2] ?? 2000);
@@ -58,10 +60,17 @@ try {
     if (response.status !== 200) throw new Error(`send: ${response.status}`);
     await response.json();
   };
+  const clientWithFetch = new HopperClient({ url: server.url, fetch: (input, init) => fetch(input, init) });
+  const clientByDefault = new HopperClient({ url: server.url });
+  const clientSend = (client: HopperClient) => async () => {
+    await client.send("cost", [{ body: { pad: "x".repeat(1000) } }]);
+  };
   for (let round = 1; round <= 2; round++) {
     for (const [name, send] of [
       ["fetch", viaFetch],
       ["node:http, keep-alive", viaHttp],
+      ["HopperClient given fetch", clientSend(clientWithFetch)],
+      ["HopperClient by default (node:http)", clientSend(clientByDefault)],
     ] as const) {
       for (let i = 0; i < warmUp; i++) await send();
       const cpuBefore = process.cpuUsage();
@@ -76,6 +85,7 @@ try {
     }
   }
   agent.destroy();
+  await Promise.all([clientWithFetch.close(), clientByDefault.close()]);
 } finally {
   await server.stop();
 }

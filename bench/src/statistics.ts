@@ -19,16 +19,15 @@ export function percentiles(samples: readonly number[]): Percentiles {
 export type RequestKind = "send" | "publish" | "receive" | "ack" | "other";
 
 /**
- * A `fetch` for HopperClient that counts requests by kind. Send, receive and ack are each one
+ * Counts HopperClient's requests by kind (its `onRequest`). Send, receive and ack are each one
  * group-commit job on the server (a receive at least one), so their rate, set against the disk's flush
  * rate, shows whether commits are shared across requests and not only within a batch.
  */
 export class RequestCounter {
   readonly counts: Record<RequestKind, number> = { send: 0, publish: 0, receive: 0, ack: 0, other: 0 };
 
-  readonly fetch: typeof fetch = (input, init) => {
-    this.counts[requestKind(String(input instanceof Request ? input.url : input), init?.method)]++;
-    return globalThis.fetch(input, init);
+  readonly onRequest = (method: string, path: string): void => {
+    this.counts[requestKind(path, method)]++;
   };
 
   snapshot(): Record<RequestKind, number> {

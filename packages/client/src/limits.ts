@@ -35,3 +35,10 @@ export const emptyReceiveIntervalMsMin = 1000;
  * than this (leaving room for the frame around them) goes over HTTP instead.
  */
 export const webSocketSendBytesMax = 192 * 1024;
+
+/**
+ * A kept-alive connection idle this long is closed by the client. It must be shorter than the server's
+ * keep-alive (65 s for Hopper, 5 s for a bare Node server behind a proxy), or a request could go out on
+ * a connection the server is closing at that moment.
+ */
+export const freeSocketIdleMs = 4_000;
