@@ -14,6 +14,7 @@ import {
   type LeasedMessage,
   type MessageState,
   type QueueAttributes,
+  type QueueDepth,
   type QueueKind,
   type QueueRecord,
   type QueueSend,
@@ -264,8 +265,9 @@ export class QueueBroker {
   }
 
   async listQueues(): Promise<QueueInfo[]> {
-    const queues = await this.store.queueList();
-    return Promise.all(queues.map((queue) => this.describe(queue)));
+    const now = this.clock.now();
+    const listed = await this.store.queueListWithDepth({ now });
+    return listed.map(({ queue, depth }) => this.info(queue, depth, now));
   }
 
   async deleteQueue(name: string): Promise<{ removed: number }> {
@@ -287,7 +289,10 @@ export class QueueBroker {
 
   private async describe(queue: QueueRecord): Promise<QueueInfo> {
     const now = this.clock.now();
-    const depth = await this.store.queueDepth({ name: queue.name, now });
+    return this.info(queue, await this.store.queueDepth({ name: queue.name, now }), now);
+  }
+
+  private info(queue: QueueRecord, depth: QueueDepth, now: number): QueueInfo {
     return {
       name: queue.name,
       kind: queue.kind,

@@ -68,7 +68,8 @@ export function exerciseQueuePolicies(factory: StoreFactory): void {
       });
     /**
      * Every message of the queue is accounted for by its counters (DESIGN.md §1: counted removal): the
-     * rows read back in each state add up to the counters' depth, and queueDepth reports those rows.
+     * rows read back in each state add up to the counters' depth, and queueDepth and the listing with
+     * depths report those rows.
      */
     const assertDepthCounted = async (queue: string, now = t0) => {
       const record = await store.queueGet({ name: queue });
@@ -87,6 +88,9 @@ export function exerciseQueuePolicies(factory: StoreFactory): void {
       );
       const { oldestPublishedAt: _, ...depth } = await store.queueDepth({ name: queue, now });
       assert.deepEqual(depth, rows, `${queue}: its depth by state is its rows by state`);
+      const listed = (await store.queueListWithDepth({ now })).find((entry) => entry.queue.name === queue);
+      const { oldestPublishedAt: __, ...listedDepth } = listed?.depth ?? { oldestPublishedAt: null };
+      assert.deepEqual(listedDepth, rows, `${queue}: the listing's depth by state is its rows by state`);
     };
 
     beforeEach(async () => {

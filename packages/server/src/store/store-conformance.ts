@@ -148,6 +148,42 @@ export function exerciseStore(factory: StoreFactory): void {
           oldestPublishedAt: t0,
         });
       });
+
+      test("the listing with depths gives every queue, by name, with its record and depth as read alone", async () => {
+        await store.queueUpsert({ name: "b-empty", kind: "standard", attributes, now: t0 });
+        await store.queueUpsert({ name: "a-other", kind: "fifo", attributes, now: t0 });
+        await send({
+          queue: "q",
+          messages: [
+            message({ publishedAt: t0 + 3 }),
+            message({ publishedAt: t0 + 4 }),
+            message({ publishedAt: t0 + 5, visibleAt: t0 + 20_000 }),
+          ],
+        });
+        await send({ queue: "a-other", messages: [message({ publishedAt: t0 + 1, key: "k" })] });
+        await lease("q", t0 + 10, 1);
+        for (const now of [t0 + 10, t0 + 20_000]) {
+          const listed = await store.queueListWithDepth({ now });
+          assert.deepEqual(
+            listed.map(({ queue }) => queue.name),
+            ["a-other", "b-empty", "q"],
+          );
+          for (const { queue, depth } of listed) {
+            assert.deepEqual(queue, await store.queueGet({ name: queue.name }), `${queue.name}: record`);
+            assert.deepEqual(
+              depth,
+              await store.queueDepth({ name: queue.name, now }),
+              `${queue.name}: depth`,
+            );
+          }
+        }
+        const [other, empty, q] = (await store.queueListWithDepth({ now: t0 + 10 })).map(
+          ({ depth }) => depth,
+        );
+        assert.deepEqual(other, { available: 1, delayed: 0, inFlight: 0, oldestPublishedAt: t0 + 1 });
+        assert.deepEqual(empty, { available: 0, delayed: 0, inFlight: 0, oldestPublishedAt: null });
+        assert.deepEqual(q, { available: 1, delayed: 1, inFlight: 1, oldestPublishedAt: t0 + 3 });
+      });
     });
 
     describe("leases", () => {

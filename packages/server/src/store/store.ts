@@ -279,6 +279,11 @@ export interface Store {
    * Throws queue_in_use when another queue dead-letters into it, queue_not_found when absent. */
   queueDelete(params: { name: string }): Promise<{ removed: number }>;
   queueDepth(params: { name: string; now: number }): Promise<QueueDepth>;
+  /**
+   * Every queue, by name, with its depth at `now` as queueDepth reports it, read together in one
+   * statement (the queue listing and every /metrics scrape: thousands of queues in one call).
+   */
+  queueListWithDepth(params: { now: number }): Promise<{ queue: QueueRecord; depth: QueueDepth }[]>;
 
   /**
    * Stores each send's messages in its queue, applying its policy (SendPolicy), all of them or none

@@ -537,6 +537,17 @@ export class PostgresStore implements Store {
     };
   }
 
+  async queueListWithDepth(params: { now: number }): Promise<{ queue: QueueRecord; depth: QueueDepth }[]> {
+    const { rows } = await this.statement<
+      QueueRow & { depth_delayed: number; depth_in_flight: number; depth_oldest: number | null }
+    >(sql.queueSelectAllWithDepth, [params.now]);
+    return rows.map(({ depth_delayed: delayed, depth_in_flight: inFlight, depth_oldest, ...row }) => {
+      const queue = toQueueRecord(row);
+      const available = depthOf(queue.counters) - delayed - inFlight;
+      return { queue, depth: { available, delayed, inFlight, oldestPublishedAt: depth_oldest } };
+    });
+  }
+
   /**
    * A send into one standard queue, without overflow or deduplication, is one statement
    * (statements.queueSendStatement); everything else, and a queue that turns out to be FIFO, is one

@@ -37,6 +37,23 @@ export const queueSelectByName = `${queueWithCounters} WHERE q.name = $1 GROUP B
 export const queueSelectAll = `${queueWithCounters} GROUP BY q.queue_id ORDER BY q.name`;
 
 /**
+ * $1 now. Returns: every queue with its counters, by name, and its messages not visible at $1 by state
+ * (depth_delayed, depth_in_flight: an index range of each queue, as queueDepthByName) and the publish
+ * time of its oldest message (depth_oldest, NULL when it holds none). A read in one snapshot.
+ */
+export const queueSelectAllWithDepth = `
+  SELECT q.queue_id, q.name, q.kind, q.attributes, q.created_at, c.*, n.*,
+    (SELECT min(m.published_at) FROM messages m WHERE m.queue_id = q.queue_id)::float8 AS depth_oldest
+  FROM queues q,
+    LATERAL (SELECT ${counterSums} FROM queue_counters c WHERE c.queue_id = q.queue_id) c,
+    LATERAL (
+      SELECT count(*) FILTER (WHERE m.lease_token IS NULL)::int AS depth_delayed,
+        count(*) FILTER (WHERE m.lease_token IS NOT NULL)::int AS depth_in_flight
+      FROM messages m WHERE m.queue_id = q.queue_id AND m.visible_at > $1
+    ) n
+  ORDER BY q.name`;
+
+/**
  * $1 name. Returns: { queue_id, kind, attributes } and holds a key-share lock on the queue row until
  * commit, so that the queue cannot be deleted under a transaction that writes its messages.
  * Statements that an application runs in its own transaction (sendInTransaction) name their schema,

@@ -348,6 +348,19 @@ export class SqliteStore implements Store {
     return { available: depth - delayed - inFlight, delayed, inFlight, oldestPublishedAt: oldest };
   }
 
+  async queueListWithDepth(params: { now: number }): Promise<{ queue: QueueRecord; depth: QueueDepth }[]> {
+    const rows = this.stmt(sql.queueSelectAllWithDepth).all({ now: params.now }) as (SqliteQueueRow & {
+      depth_delayed: number;
+      depth_in_flight: number;
+      depth_oldest: number | null;
+    })[];
+    return rows.map(({ depth_delayed: delayed, depth_in_flight: inFlight, depth_oldest, ...row }) => {
+      const queue = toSqliteQueueRecord(row);
+      const available = depthOf(queue.counters) - delayed - inFlight;
+      return { queue, depth: { available, delayed, inFlight, oldestPublishedAt: depth_oldest } };
+    });
+  }
+
   queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<SendOutcome[]> {
     return this.writes.run(() => params.sends.map((send) => this.sendOne(send, params.now)));
   }

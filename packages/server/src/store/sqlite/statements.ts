@@ -24,6 +24,20 @@ export const queueSelectByName = `SELECT * FROM queues WHERE name = :name`;
 /** Returns: every queue row, by name. */
 export const queueSelectAll = `SELECT * FROM queues ORDER BY name`;
 
+/**
+ * Params: now. Returns: every queue row, by name, with its messages not visible at `now` by state
+ * (depth_delayed, depth_in_flight: an index range of each queue, as messageCountNotVisible) and the
+ * publish time of its oldest message (depth_oldest, NULL when it holds none).
+ */
+export const queueSelectAllWithDepth = `
+  SELECT q.*,
+    (SELECT count(*) FROM messages m
+      WHERE m.queue_id = q.queue_id AND m.visible_at > :now AND m.lease_token IS NULL) AS depth_delayed,
+    (SELECT count(*) FROM messages m
+      WHERE m.queue_id = q.queue_id AND m.visible_at > :now AND m.lease_token IS NOT NULL) AS depth_in_flight,
+    (SELECT min(m.published_at) FROM messages m WHERE m.queue_id = q.queue_id) AS depth_oldest
+  FROM queues q ORDER BY q.name`;
+
 /** Returns: { n } the number of queues. */
 export const queueCount = `SELECT count(*) AS n FROM queues`;
 
