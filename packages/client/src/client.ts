@@ -38,6 +38,17 @@ import { createWorker, type MessageHandler, type Worker, type WorkerOptions } fr
 /** Measures a batch's size on the wire (TextEncoder exists in Node and in browsers). */
 const utf8 = new TextEncoder();
 
+/**
+ * Whether `text` takes more than `max` bytes in UTF-8, encoding it only when its length leaves it open:
+ * a UTF-16 code unit takes 1 to 3 bytes (a surrogate pair, two units, takes 4), so the size lies
+ * between its length and three times that.
+ */
+function utf8LongerThan(text: string, max: number): boolean {
+  if (text.length > max) return true;
+  if (text.length * 3 <= max) return false;
+  return utf8.encode(text).byteLength > max;
+}
+
 export interface HopperClientOptions {
   /** The server's base URL. Default `http://127.0.0.1:7171`. */
   url?: string;
@@ -318,7 +329,7 @@ export class HopperClient {
     queue: string,
     messages: SendMessage[],
   ): Promise<SendResult[]> {
-    if (utf8.encode(JSON.stringify(messages)).byteLength > webSocketSendBytesMax) {
+    if (utf8LongerThan(JSON.stringify(messages), webSocketSendBytesMax)) {
       return this.send(queue, messages);
     }
     const session = await socket.ready();

@@ -56,6 +56,16 @@ describe("publish over the WebSocket", () => {
     assert.equal((await client.getQueue("ws-large")).stats.published, 30);
   });
 
+  test("the frame limit counts UTF-8 bytes: 70,000 three-byte characters go over HTTP, 100,000 ASCII ones do not", async () => {
+    await client.putQueue("ws-utf8", {});
+    const before = httpSends;
+    await client.publish("ws-utf8", { body: { text: "日".repeat(70_000) } });
+    assert.equal(httpSends, before + 1, "210 KB in 70,000 characters is over the 192 KiB frame limit");
+    await client.publish("ws-utf8", { body: { text: "a".repeat(100_000) } });
+    assert.equal(httpSends, before + 1, "100 KB of ASCII fits in one frame");
+    assert.equal((await client.getQueue("ws-utf8")).stats.published, 2);
+  });
+
   test("a duplicate answers the first id; a full queue and a bad item are refused as over HTTP", async () => {
     await client.putQueue("ws-policies", { dedupWindowMs: 60_000, maxDepth: 2 });
     const first = await client.publish("ws-policies", { body: 1, dedupId: "once" });
