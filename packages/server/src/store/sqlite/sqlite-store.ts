@@ -596,22 +596,24 @@ export class SqliteStore implements Store {
         if (toLease.length === 0) continue;
         // 40 random bits: with the seq added the token stays below 2^53, exact as a JavaScript number.
         const tokenBase = Math.floor(this.random.uint48() / 2 ** 8);
-        const leased = this.stmt(sql.messageLeaseMany).all({
+        const { changes } = this.stmt(sql.messageLeaseMany).run({
           seqs: JSON.stringify(toLease.map((row) => row.seq)),
           leaseExpiresAt: params.leaseExpiresAt,
           tokenBase,
           now: params.now,
-        }) as { seq: number; delivery_count: number; first_delivered_at: number }[];
-        const bySeq = new Map(leased.map((row) => [row.seq, row]));
+        });
+        // The rows were read in this transaction, which no other write can enter.
+        if (changes !== toLease.length)
+          throw new Error(`a lease changed ${changes} of ${toLease.length} rows`);
         for (const row of toLease) {
-          const after = bySeq.get(row.seq);
-          if (!after) continue;
-          if (after.delivery_count > 1) redelivered++;
+          // What messageLeaseMany wrote: one more delivery, and the first delivery time kept if set.
+          const deliveryCount = row.delivery_count + 1;
+          if (deliveryCount > 1) redelivered++;
           messages.push({
             ...toStoredMessage(row),
             visibleAt: params.leaseExpiresAt,
-            deliveryCount: after.delivery_count,
-            firstDeliveredAt: after.first_delivered_at,
+            deliveryCount,
+            firstDeliveredAt: row.first_delivered_at ?? params.now,
             receipt: encodeReceipt(row.seq, tokenBase + row.seq),
           });
         }
@@ -685,11 +687,16 @@ export class SqliteStore implements Store {
       const results = params.receipts.map((receipt): ReceiptResult => {
         const decoded = decodeReceipt(receipt);
         if (!decoded) return { error: "invalid_receipt" };
-        const deleted = this.stmt(sql.messageDeleteByReceipt).get({ ...decoded, queueId: queue.queue_id }) as
-          | { group_key: string | null }
-          | undefined;
-        if (!deleted) return { error: "stale_receipt" };
-        if (deleted.group_key !== null) this.promoteHead(queue.queue_id, deleted.group_key);
+        const args = { ...decoded, queueId: queue.queue_id };
+        if (queue.kind === "fifo") {
+          const deleted = this.stmt(sql.messageDeleteByReceiptInGroup).get(args) as
+            | { group_key: string }
+            | undefined;
+          if (!deleted) return { error: "stale_receipt" };
+          this.promoteHead(queue.queue_id, deleted.group_key);
+        } else if (this.stmt(sql.messageDeleteByReceipt).run(args).changes === 0) {
+          return { error: "stale_receipt" };
+        }
         acked++;
         return { ok: true };
       });

@@ -148,8 +148,10 @@ export const messageSelectMovable = `
 /**
  * Params: seqs (a JSON array), leaseExpiresAt, tokenBase, now. Takes a lease on every listed row in one
  * statement: each row's token is tokenBase + seq, so tokens differ between the rows of one call, and a
- * fresh random base per call makes a later lease's token differ from an earlier one's. Returns: seq,
- * delivery_count, first_delivered_at after the update.
+ * fresh random base per call makes a later lease's token differ from an earlier one's. Each row's
+ * delivery count goes up by one and its first delivery time is set if it had none; the store, which
+ * read the rows in the same transaction, knows the new values without reading them back (a RETURNING
+ * clause cost 1.5-2.5 µs per row, docs/benchmarks.md session 8).
  */
 export const messageLeaseMany = `
   UPDATE messages SET
@@ -157,17 +159,20 @@ export const messageLeaseMany = `
     lease_token = :tokenBase + seq,
     delivery_count = delivery_count + 1,
     first_delivered_at = coalesce(first_delivered_at, :now)
-  WHERE seq IN (SELECT value FROM json_each(:seqs))
-  RETURNING seq, delivery_count, first_delivered_at`;
+  WHERE seq IN (SELECT value FROM json_each(:seqs))`;
 
 /** Params: seq, queueId, leaseToken. Returns: the row if the receipt names its latest lease. */
 export const messageSelectByReceipt = `
   SELECT ${messageColumns} FROM messages WHERE seq = :seq AND queue_id = :queueId AND lease_token = :leaseToken`;
 
-/** Params: seq, queueId, leaseToken. Deletes the row if the receipt names its latest lease (an ack).
- * Returns: { group_key } of the deleted row, or no row when the receipt is stale. */
+/** Params: seq, queueId, leaseToken. Deletes the row if the receipt names its latest lease (an ack of
+ * a standard queue's message): one change, or none when the receipt is stale. */
 export const messageDeleteByReceipt = `
-  DELETE FROM messages WHERE seq = :seq AND queue_id = :queueId AND lease_token = :leaseToken
+  DELETE FROM messages WHERE seq = :seq AND queue_id = :queueId AND lease_token = :leaseToken`;
+
+/** As messageDeleteByReceipt, in a FIFO queue. Returns: { group_key } of the deleted row, whose group
+ * gets its next head, or no row when the receipt is stale. */
+export const messageDeleteByReceiptInGroup = `${messageDeleteByReceipt}
   RETURNING group_key`;
 
 /** Params: seq, queueId, leaseToken, leaseExpiresAt. Moves a lease's expiry. */
