@@ -69,6 +69,15 @@ type DeadLetterExhaustedParams = Parameters<Store["queueDeadLetterExhausted"]>[0
 /** SQLite keeps attributes as JSON text. */
 type SqliteQueueRow = QueueRow<string>;
 
+/** What the paths of every message need of their queue (sql.queueRefByName): 3-5 µs to read, against 11 for the whole row. */
+type QueueRef = Pick<SqliteQueueRow, "queue_id" | "name" | "kind">;
+
+/** The queue read by name, or queue_not_found. */
+function found<Row>(row: Row | undefined, name: string): Row {
+  if (!row) throw queueNotFound(name);
+  return row;
+}
+
 function toSqliteQueueRecord(row: SqliteQueueRow): QueueRecord {
   return toQueueRecord({ ...row, attributes: JSON.parse(row.attributes) as QueueAttributes });
 }
@@ -193,9 +202,15 @@ export class SqliteStore implements Store {
   }
 
   private requireQueue(name: string): SqliteQueueRow {
-    const row = this.queueRow(name);
-    if (!row) throw queueNotFound(name);
-    return row;
+    return found(this.queueRow(name), name);
+  }
+
+  private queueRef(name: string): QueueRef | undefined {
+    return this.stmt(sql.queueRefByName).get({ name }) as QueueRef | undefined;
+  }
+
+  private requireQueueRef(name: string): QueueRef {
+    return found(this.queueRef(name), name);
   }
 
   private addCounters(queueId: number, deltas: Partial<QueueCounters>): void {
@@ -367,7 +382,7 @@ export class SqliteStore implements Store {
 
   /** One queue's part of a send: deduplication, then the overflow check, the inserts, the trim. */
   private sendOne(send: QueueSend, now: number): SendOutcome {
-    const queue = this.requireQueue(send.queue);
+    const queue = this.requireQueueRef(send.queue);
     const ranks = queue.kind === "standard" ? handoffRanks(send, now) : undefined;
     if (ranks && send.handoff) return this.sendHandingOff(queue, send.messages, ranks, send.handoff, now);
     const { dedupWindowMs, overflow } = send.policy;
@@ -388,7 +403,7 @@ export class SqliteStore implements Store {
     });
     const stored = send.messages.filter((message, i) => ids[i] === message.id);
     if (overflow?.policy === "reject" && stored.length > 0) {
-      const depth = depthOf(toQueueCounters(queue));
+      const depth = depthOf(toQueueCounters(this.requireQueue(send.queue)));
       if (depth + stored.length > overflow.maxDepth) {
         throw queueFull(send.queue, overflow.maxDepth, depth);
       }
@@ -414,7 +429,7 @@ export class SqliteStore implements Store {
    * messages ranked 1 to its in-flight room, inserted already leased.
    */
   private sendHandingOff(
-    queue: SqliteQueueRow,
+    queue: QueueRef,
     messages: NewMessage[],
     ranks: number[],
     handoff: Handoff,
@@ -473,7 +488,7 @@ export class SqliteStore implements Store {
    * group's head if the group holds no other message; FIFO queues have no priorities.
    */
   private insertMessage(
-    queue: SqliteQueueRow,
+    queue: QueueRef,
     message: NewMessage,
     lease?: { visibleAt: number; firstDeliveredAt: number; token: number },
   ): number {
@@ -501,7 +516,7 @@ export class SqliteStore implements Store {
   }
 
   /** Deletes one message; if it was a FIFO group's head, the next message of the group becomes it. */
-  private deleteRow(queue: SqliteQueueRow, seq: number): void {
+  private deleteRow(queue: QueueRef, seq: number): void {
     const deleted = this.stmt(sql.messageDelete).get({ seq }) as { group_key: string | null } | undefined;
     if (deleted && deleted.group_key !== null) this.promoteHead(queue.queue_id, deleted.group_key);
   }
@@ -518,7 +533,7 @@ export class SqliteStore implements Store {
    */
   private deadLetterRow(
     row: MessageRow,
-    source: SqliteQueueRow,
+    source: QueueRef,
     route: DeadLetterRoute,
     now: number,
     reason: "max_deliveries" | "max_depth" = "max_deliveries",
@@ -527,7 +542,7 @@ export class SqliteStore implements Store {
     const headers = deadLetterHeaders(message, source.name, reason);
     const copy = { ...message, headers, publishedAt: now, visibleAt: now };
     for (const name of route.queues) {
-      const target = this.queueRow(name);
+      const target = this.queueRef(name);
       if (!target) continue;
       this.insertMessage(target, copy);
       this.addCounters(target.queue_id, { published: 1 });
@@ -541,7 +556,7 @@ export class SqliteStore implements Store {
     const target = attributes.deadLetter;
     if (!target) return;
     if ("queue" in target) {
-      if (target.queue !== queueName && !this.queueRow(target.queue)) {
+      if (target.queue !== queueName && !this.queueRef(target.queue)) {
         throw new HopperError(
           "dead_letter_queue_not_found",
           `Dead-letter queue "${target.queue}" does not exist.`,
@@ -572,7 +587,7 @@ export class SqliteStore implements Store {
     autoAck?: boolean;
   }): Promise<{ messages: LeasedMessage[]; deadLettered: number }> {
     return this.writes.run(() => {
-      const queue = this.requireQueue(params.queue);
+      const queue = this.requireQueueRef(params.queue);
       const queueId = queue.queue_id;
       const inFlight = this.inFlightAtMost(queueId, params.now, params.max, params.inFlightMax);
       const wanted = Math.min(params.max, params.inFlightMax - inFlight);
@@ -650,7 +665,7 @@ export class SqliteStore implements Store {
    * heads; a standard queue's available messages above priority 0, highest first, then those of
    * priority 0, each in visibility order.
    */
-  private candidates(queue: SqliteQueueRow, now: number, expiredBefore: number, limit: number): MessageRow[] {
+  private candidates(queue: QueueRef, now: number, expiredBefore: number, limit: number): MessageRow[] {
     const args = { queueId: queue.queue_id, now, expiredBefore, limit };
     if (queue.kind === "fifo") return this.messageRows(sql.messageSelectAvailableHeads, args);
     const prioritized = this.messageRows(sql.messageSelectAvailablePrioritized, args);
@@ -661,7 +676,7 @@ export class SqliteStore implements Store {
 
   /** Runs `apply` for each receipt that names the latest lease of a row of the queue. */
   private forEachReceipt(
-    queue: SqliteQueueRow,
+    queue: QueueRef,
     receipts: string[],
     apply: (row: MessageRow) => void,
   ): ReceiptResult[] {
@@ -680,7 +695,7 @@ export class SqliteStore implements Store {
 
   queueAck(params: { queue: string; receipts: string[] }): Promise<ReceiptResult[]> {
     return this.writes.run(() => {
-      const queue = this.requireQueue(params.queue);
+      const queue = this.requireQueueRef(params.queue);
       let acked = 0;
       // One statement per receipt: the delete checks the receipt itself, reading no body. A receipt
       // given twice in one batch finds its row gone the second time: stale, as in a later call.
@@ -713,7 +728,7 @@ export class SqliteStore implements Store {
     deadLetter: DeadLetterRoute | null;
   }): Promise<{ results: ReceiptResult[]; deadLettered: number }> {
     return this.writes.run(() => {
-      const queue = this.requireQueue(params.queue);
+      const queue = this.requireQueueRef(params.queue);
       let nacked = 0;
       let deadLettered = 0;
       const results = this.forEachReceipt(queue, params.receipts, (row) => {
@@ -737,7 +752,7 @@ export class SqliteStore implements Store {
     leaseExpiresAt: number;
   }): Promise<ReceiptResult[]> {
     return this.writes.run(() => {
-      const queue = this.requireQueue(params.queue);
+      const queue = this.requireQueueRef(params.queue);
       this.inFlightBounds.delete(queue.queue_id);
       return this.forEachReceipt(queue, params.receipts, (row) => {
         this.stmt(sql.messageExtendByReceipt).run({
@@ -756,7 +771,7 @@ export class SqliteStore implements Store {
     limit: number;
     now: number;
   }): Promise<StoredMessage[]> {
-    const queueId = this.requireQueue(params.queue).queue_id;
+    const queueId = this.requireQueueRef(params.queue).queue_id;
     const statement = {
       available: sql.messagePeekAvailable,
       delayed: sql.messagePeekDelayed,
@@ -787,7 +802,7 @@ export class SqliteStore implements Store {
     now: number;
   }): Promise<{ expired: number }> {
     return this.writes.run(() => {
-      const queue = this.requireQueue(params.queue);
+      const queue = this.requireQueueRef(params.queue);
       const queueId = queue.queue_id;
       const deleted = this.stmt(sql.messageDeleteExpired).all({
         queueId,
@@ -842,7 +857,7 @@ export class SqliteStore implements Store {
 
   queueDeadLetterExhausted(params: DeadLetterExhaustedParams): Promise<{ deadLettered: number }> {
     return this.writes.run(() => {
-      const queue = this.requireQueue(params.queue);
+      const queue = this.requireQueueRef(params.queue);
       const rows = this.messageRows(sql.messageSelectExhausted, {
         queueId: queue.queue_id,
         visibleFrom: params.visibleFrom,
@@ -859,7 +874,7 @@ export class SqliteStore implements Store {
     queue: string;
     now: number;
   }): Promise<{ nextVisibleAt: number | null; oldestPublishedAt: number | null }> {
-    const queue = this.queueRow(params.queue);
+    const queue = this.queueRef(params.queue);
     if (!queue) return { nextVisibleAt: null, oldestPublishedAt: null };
     const queueId = queue.queue_id;
     const { next } = this.stmt(sql.messageNextVisibleAt).get({ queueId, now: params.now }) as {
@@ -960,7 +975,7 @@ export class SqliteStore implements Store {
   }> {
     return this.writes.run(() => {
       const exchange = this.requireExchange(params.exchange);
-      if (params.destination.kind === "queue") this.requireQueue(params.destination.name);
+      if (params.destination.kind === "queue") this.requireQueueRef(params.destination.name);
       else this.requireExchange(params.destination.name);
       const { changes } = this.stmt(sql.bindingInsert).run({
         exchangeId: exchange.exchange_id,

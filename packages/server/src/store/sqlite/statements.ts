@@ -21,6 +21,9 @@ export const messageColumns = `seq, queue_id, id, body, content_type, headers, k
 /** Params: name. Returns: the queue row. */
 export const queueSelectByName = `SELECT * FROM queues WHERE name = :name`;
 
+/** Params: name. Returns: { queue_id, name, kind } of the queue, without its attributes and counters. */
+export const queueRefByName = `SELECT queue_id, name, kind FROM queues WHERE name = :name`;
+
 /** Returns: every queue row, by name. */
 export const queueSelectAll = `SELECT * FROM queues ORDER BY name`;
 
