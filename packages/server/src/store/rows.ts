@@ -41,7 +41,8 @@ export interface MessageRow {
   seq: number;
   queue_id: number;
   id: string;
-  body: Buffer;
+  /** The bytes, or a JSON body's text (the SQLite store reads JSON bodies as text). */
+  body: Buffer | string;
   content_type: string;
   headers: string | null;
   key: string | null;

@@ -50,7 +50,7 @@ export function exerciseQueuePolicies(factory: StoreFactory): void {
         deadLetter: extra.deadLetter ?? null,
         ...(extra.autoAck !== undefined && { autoAck: extra.autoAck }),
       });
-    const bodies = (messages: { body: Buffer }[]) => messages.map((m) => m.body.toString());
+    const bodies = (messages: { body: Buffer | string }[]) => messages.map((m) => m.body.toString());
     const ack = (queue: string, receipts: (string | undefined)[]) =>
       store.queueAck({ queue, receipts: receipts.map((r) => r ?? "missing") });
     const nack = (

@@ -623,6 +623,49 @@ export function exerciseStore(factory: StoreFactory): void {
         assert.equal((await store.queueGet({ name: "q" }))?.counters.nacked, 1);
       });
 
+      test("a JSON body keeps its bytes through a lease, a peek, a dead-letter copy and a move", async () => {
+        await store.queueUpsert({ name: "dlq", kind: "standard", attributes, now: t0 });
+        const text = JSON.stringify({
+          text: "naïve café 日本 🐇",
+          n: [1, 2.5, null],
+          nested: { "\u0000": "\\" },
+        });
+        const json = { ...message(), body: Buffer.from(text, "utf8"), contentType: "application/json" };
+        const binary = { ...message(), body: Buffer.from([0xff, 0x00, 0xc3, 0x28, 0x80]) };
+        await send({ queue: "q", messages: [json, binary] });
+        const bytesOf = (body: Buffer | string) =>
+          typeof body === "string" ? Buffer.from(body, "utf8") : body;
+        const sameBytes = (got: Buffer | string | undefined, want: Buffer, where: string) =>
+          assert.ok(got !== undefined && bytesOf(got).equals(want), `${where}: ${String(got)}`);
+        const peeked = await store.queuePeek({ queue: "q", state: "available", limit: 10, now: t0 });
+        sameBytes(peeked[0]?.body, json.body, "peek, JSON");
+        sameBytes(peeked[1]?.body, binary.body, "peek, bytes");
+        const leased = (await lease("q", t0, 2)).messages;
+        sameBytes(leased[0]?.body, json.body, "lease, JSON");
+        sameBytes(leased[1]?.body, binary.body, "lease, bytes");
+        await store.queueNack({
+          queue: "q",
+          receipts: leased.map((m) => m.receipt),
+          now: t0 + 1,
+          retryDelayMs: () => 0,
+          deadLetter: { queues: ["dlq"], maxDeliveries: 1 },
+        });
+        const dead = await store.queuePeek({ queue: "dlq", state: "available", limit: 10, now: t0 + 1 });
+        sameBytes(dead.find((m) => m.id === json.id)?.body, json.body, "dead-letter copy, JSON");
+        sameBytes(dead.find((m) => m.id === binary.id)?.body, binary.body, "dead-letter copy, bytes");
+        const moved = await store.queueMove({
+          queue: "dlq",
+          to: "q",
+          max: 10,
+          now: t0 + 2,
+          policies: new Map([["q", noSendPolicy]]),
+        });
+        assert.equal(moved.moved, 2);
+        const back = (await lease("q", t0 + 2, 2)).messages;
+        sameBytes(back.find((m) => m.id === json.id)?.body, json.body, "moved, JSON");
+        sameBytes(back.find((m) => m.id === binary.id)?.body, binary.body, "moved, bytes");
+      });
+
       test("a nack of the last allowed delivery dead-letters the message with the headers", async () => {
         await store.queueUpsert({ name: "dlq", kind: "standard", attributes, now: t0 });
         const original = message();

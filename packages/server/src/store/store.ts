@@ -204,9 +204,19 @@ export interface SendOutcome {
   leased: LeasedMessage[];
 }
 
-export interface StoredMessage extends NewMessage {
+export interface StoredMessage extends Omit<NewMessage, "body"> {
+  /**
+   * The body's bytes, or, for a JSON body, the same bytes as text (UTF-8): the SQLite store reads JSON
+   * bodies as text, which is what the wire needs and cheaper than a Buffer (docs/benchmarks.md session 8).
+   */
+  body: Buffer | string;
   deliveryCount: number;
   firstDeliveredAt: number | null;
+}
+
+/** A stored body as bytes, to write it again (a dead-letter copy, a move). */
+export function bodyBytes(body: Buffer | string): Buffer {
+  return typeof body === "string" ? Buffer.from(body, "utf8") : body;
 }
 
 export interface LeasedMessage extends StoredMessage {

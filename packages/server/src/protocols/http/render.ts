@@ -11,9 +11,19 @@ function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();
 }
 
+/** A JSON body's text (the store may hand it over as text already). */
+function jsonText(body: Buffer | string): string {
+  return typeof body === "string" ? body : body.toString("utf8");
+}
+
+/** Any other body in base64 (stores hand those over as bytes; text is taken as its UTF-8). */
+function base64Text(body: Buffer | string): string {
+  return (typeof body === "string" ? Buffer.from(body, "utf8") : body).toString("base64");
+}
+
 function renderBody(message: StoredMessage): { body: unknown } | { bodyBase64: string } {
-  if (message.contentType === jsonContentType) return { body: JSON.parse(message.body.toString("utf8")) };
-  return { bodyBase64: message.body.toString("base64") };
+  if (message.contentType === jsonContentType) return { body: JSON.parse(jsonText(message.body)) };
+  return { bodyBase64: base64Text(message.body) };
 }
 
 export function renderStored(message: StoredMessage): Record<string, unknown> {
@@ -60,8 +70,8 @@ const firstDeliveredAtJson = isoJsonOfLastTime();
 export function leasedJson(message: LeasedMessage): string {
   const body =
     message.contentType === jsonContentType
-      ? `"body":${message.body.toString("utf8")}`
-      : `"bodyBase64":"${message.body.toString("base64")}"`;
+      ? `"body":${jsonText(message.body)}`
+      : `"bodyBase64":"${base64Text(message.body)}"`;
   return (
     `{"id":"${message.id}","receipt":"${message.receipt}",${body},` +
     `"contentType":${JSON.stringify(message.contentType)},"headers":${JSON.stringify(message.headers)},` +

@@ -28,6 +28,7 @@ import { invariant, queueFull } from "../../errors.js";
 import { limits } from "../../limits.js";
 import { type CounterColumns, type MessageRow, toQueueCounters, toStoredMessage } from "../rows.js";
 import {
+  bodyBytes,
   type DeadLetterRoute,
   deadLetterHeaders,
   depthOf,
@@ -431,7 +432,7 @@ export class MessageWrites {
     const messages = rows.map((row): NewMessage => {
       const message = toStoredMessage(row);
       const headers = deadLetterHeaders(message, source.name, reason);
-      return { ...message, headers, publishedAt: now, visibleAt: now };
+      return { ...message, body: bodyBytes(message.body), headers, publishedAt: now, visibleAt: now };
     });
     const written: string[] = [];
     for (const target of targets ?? (await this.lockTargets(client, route.queues))) {

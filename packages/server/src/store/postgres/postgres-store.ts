@@ -15,6 +15,7 @@ import { noRedriveTarget, notHeldBack, redriveScanMax } from "../redrive-order.j
 import { type MessageRow, type QueueRow, toQueueRecord, toStoredMessage } from "../rows.js";
 import {
   type BindingDestination,
+  bodyBytes,
   type DeadLetterRoute,
   depthOf,
   type ExchangeRecord,
@@ -1300,7 +1301,13 @@ export class PostgresStore implements Store {
     const named = candidates.map((row) => {
       const message = toStoredMessage(row);
       const name = params.to ?? message.headers["x-original-queue"] ?? null;
-      return { seq: row.seq, message: { ...message, publishedAt: params.now, visibleAt: params.now }, name };
+      const moved = {
+        ...message,
+        body: bodyBytes(message.body),
+        publishedAt: params.now,
+        visibleAt: params.now,
+      };
+      return { seq: row.seq, message: moved, name };
     });
     const firstUnnamed = named.findIndex(({ name }) => name === null);
     const names = new Set(named.slice(0, firstUnnamed === -1 ? undefined : firstUnnamed).map((n) => n.name));

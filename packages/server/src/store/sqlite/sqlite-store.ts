@@ -5,7 +5,7 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database, { type Database as Db, type Statement } from "better-sqlite3";
-import { HopperError, queueFull, queueNotFound } from "../../errors.js";
+import { HopperError, invariant, queueFull, queueNotFound } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
@@ -14,6 +14,7 @@ import { type MessageRow, type QueueRow, toQueueCounters, toQueueRecord, toStore
 import {
   type BindingDestination,
   type BindingRecord,
+  bodyBytes,
   type DeadLetterRoute,
   deadLetterHeaders,
   depthOf,
@@ -88,7 +89,7 @@ function toMessageRow(values: unknown[]): MessageRow {
     seq: values[0] as number,
     queue_id: values[1] as number,
     id: values[2] as string,
-    body: values[3] as Buffer,
+    body: values[3] as Buffer | string,
     content_type: values[4] as string,
     headers: values[5] as string | null,
     key: values[6] as string | null,
@@ -540,7 +541,7 @@ export class SqliteStore implements Store {
   ): void {
     const message = toStoredMessage(row);
     const headers = deadLetterHeaders(message, source.name, reason);
-    const copy = { ...message, headers, publishedAt: now, visibleAt: now };
+    const copy = { ...message, body: bodyBytes(message.body), headers, publishedAt: now, visibleAt: now };
     for (const name of route.queues) {
       const target = this.queueRef(name);
       if (!target) continue;
@@ -618,8 +619,7 @@ export class SqliteStore implements Store {
           now: params.now,
         });
         // The rows were read in this transaction, which no other write can enter.
-        if (changes !== toLease.length)
-          throw new Error(`a lease changed ${changes} of ${toLease.length} rows`);
+        invariant(changes === toLease.length, `a lease changed ${changes} of ${toLease.length} rows`);
         for (const row of toLease) {
           // What messageLeaseMany wrote: one more delivery, and the first delivery time kept if set.
           const deliveryCount = row.delivery_count + 1;
@@ -843,7 +843,12 @@ export class SqliteStore implements Store {
           stoppedBy = queueFull(name, overflow.maxDepth, depth);
           break;
         }
-        this.insertMessage(target, { ...message, publishedAt: params.now, visibleAt: params.now });
+        this.insertMessage(target, {
+          ...message,
+          body: bodyBytes(message.body),
+          publishedAt: params.now,
+          visibleAt: params.now,
+        });
         this.addCounters(target.queue_id, { published: 1 });
         this.trimOverflow(name, policy, params.now);
         this.deleteRow(source, row.seq);
