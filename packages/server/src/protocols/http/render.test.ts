@@ -49,3 +49,11 @@ test("leasedJson writes each message's own times when they change from one messa
     );
   });
 });
+
+test("a JSON body handed over as text renders as the same body as its bytes, in both renderings", () => {
+  const asBytes = leased({});
+  const asText = leased({ body: (asBytes.body as Buffer).toString("utf8") });
+  assert.equal(leasedJson(asText), leasedJson(asBytes));
+  assert.deepEqual(renderLeased(asText), renderLeased(asBytes));
+  assert.deepEqual(JSON.parse(leasedJson(asText)).body, JSON.parse(asText.body as string));
+});
