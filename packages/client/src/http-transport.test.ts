@@ -178,13 +178,15 @@ describe("HTTP transports", { timeout: 20_000 }, () => {
       fetched++;
       return globalFetch(input, init);
     };
-    const client = new HopperClient({ url });
+    const seen: string[] = [];
+    const client = new HopperClient({ url, onRequest: (method, path) => seen.push(`${method} ${path}`) });
     try {
       const before = requests.length;
       await client.getQueue("q");
       await client.getQueue("q");
       assert.equal(requests.length - before, 2);
       assert.equal(fetched, 0);
+      assert.deepEqual(seen, ["GET /v1/queues/q", "GET /v1/queues/q"], "onRequest saw each request");
       await assert.rejects(client.getQueue("busy"), (error: unknown) => {
         assert.ok(error instanceof HopperError);
         assert.deepEqual([error.code, error.status, error.retryAfterMs], ["overloaded", 503, 7000]);
