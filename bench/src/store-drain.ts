@@ -8,31 +8,8 @@
  *
  * It loads the compiled store (`npm run build` first).
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { parseArgs } from "node:util";
-
-/** The few store methods this script calls, typed here: the bench does not build against the server. */
-interface DrainStore {
-  queueUpsert(params: { name: string; kind: "standard"; attributes: object; now: number }): Promise<unknown>;
-  queueSendMany(params: { now: number; sends: object[] }): Promise<unknown>;
-  queueLease(params: object): Promise<{ messages: { receipt: string }[] }>;
-  queueAck(params: { queue: string; receipts: string[] }): Promise<unknown>;
-  close(): Promise<void>;
-}
-
-const serverDist = new URL("../../packages/server/dist/", import.meta.url);
-const { seededRandom } = (await import(new URL("random.js", serverDist).href)) as {
-  seededRandom: (seed: number) => unknown;
-};
-const { attributes, message } = (await import(new URL("store/conformance-fixtures.js", serverDist).href)) as {
-  attributes: object;
-  message: (overrides: { body: string; headers: Record<string, string>; publishedAt: number }) => object;
-};
-const { SqliteStore } = (await import(new URL("store/sqlite/sqlite-store.js", serverDist).href)) as {
-  SqliteStore: new (options: { path: string; durability: string; random: unknown }) => DrainStore;
-};
+import { attributes, message, openSqliteStore } from "./compiled-store.js";
 
 const { values } = parseArgs({
   options: {
@@ -67,12 +44,7 @@ async function perMessage(count: number, work: () => Promise<void>): Promise<{ c
 }
 
 for (let round = 1; round <= rounds; round++) {
-  const dir = mkdtempSync(join(tmpdir(), "hopper-store-drain-"));
-  const store = new SqliteStore({
-    path: join(dir, "hopper.db"),
-    durability: values.durability,
-    random: seededRandom(1),
-  });
+  const { store, drop } = openSqliteStore({ label: "store-drain", durability: values.durability });
   try {
     await store.queueUpsert({ name: queue, kind: "standard", attributes, now });
     let sent = 0;
@@ -115,7 +87,6 @@ for (let round = 1; round <= rounds; round++) {
         `drain (lease + ack) ${drainCost.cpu.toFixed(1)} µs CPU, ${drainCost.wall.toFixed(1)} µs wall per message`,
     );
   } finally {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
+    await drop();
   }
 }

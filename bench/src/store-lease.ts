@@ -8,37 +8,14 @@
  * leases of 100, each its own commit as in the server. Prints the CPU per leased message of those 200.
  * It loads the compiled store (`npm run build` first); nothing runs over the network.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-
-/** The few store methods this script calls, typed here: the bench does not build against the server. */
-interface LeaseStore {
-  queueUpsert(params: { name: string; kind: "standard"; attributes: object; now: number }): Promise<unknown>;
-  queueSendMany(params: { now: number; sends: object[] }): Promise<unknown>;
-  queueLease(params: object): Promise<{ messages: unknown[] }>;
-  close(): Promise<void>;
-}
-
-const serverDist = new URL("../../packages/server/dist/", import.meta.url);
-const { SqliteStore } = (await import(new URL("store/sqlite/sqlite-store.js", serverDist).href)) as {
-  SqliteStore: new (options: { path: string; random: unknown }) => LeaseStore;
-};
-const { seededRandom } = (await import(new URL("random.js", serverDist).href)) as {
-  seededRandom: (seed: number) => unknown;
-};
-const { attributes, message } = (await import(new URL("store/conformance-fixtures.js", serverDist).href)) as {
-  attributes: object;
-  message: (overrides: { body: string; headers: Record<string, string>; publishedAt: number }) => object;
-};
+import { attributes, message, openSqliteStore } from "./compiled-store.js";
 
 const batch = 100;
 const measuredLeases = 200;
 const body = "x".repeat(1024);
 
 async function leaseCostMicros(inFlight: number): Promise<number> {
-  const dir = mkdtempSync(join(tmpdir(), "hopper-store-lease-"));
-  const store = new SqliteStore({ path: join(dir, "hopper.db"), random: seededRandom(1) });
+  const { store, drop } = openSqliteStore({ label: "store-lease" });
   try {
     await store.queueUpsert({ name: "q", kind: "standard", attributes, now: 1 });
     const total = inFlight + measuredLeases * batch;
@@ -67,8 +44,7 @@ async function leaseCostMicros(inFlight: number): Promise<number> {
     if (leased !== measuredLeases * batch) throw new Error(`leased ${leased} of ${measuredLeases * batch}`);
     return (used.user + used.system) / leased;
   } finally {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
+    await drop();
   }
 }
 

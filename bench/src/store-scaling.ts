@@ -19,32 +19,16 @@
  * SQLite runs with durability "os" (no fsync), so the figures are the work, not the disk. PostgreSQL
  * uses a schema of its own, dropped afterwards. It loads the compiled store (`npm run build` first).
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { parseArgs } from "node:util";
 import pg from "pg";
-
-/** The few store methods this script calls, typed here: the bench does not build against the server. */
-interface ScalingStore {
-  queueUpsert(params: { name: string; kind: "standard"; attributes: object; now: number }): Promise<unknown>;
-  queueSendMany(params: { now: number; sends: object[] }): Promise<{ leased: { receipt: string }[] }[]>;
-  queueLease(params: object): Promise<{ messages: { receipt: string }[] }>;
-  queueAck(params: { queue: string; receipts: string[] }): Promise<unknown>;
-  queueDepth(params: { name: string; now: number }): Promise<object>;
-  queuePurge(params: { queue: string }): Promise<{ purged: number }>;
-  queueDelete(params: { name: string }): Promise<{ removed: number }>;
-  close(): Promise<void>;
-}
-
-const serverDist = new URL("../../packages/server/dist/", import.meta.url);
-const { seededRandom } = (await import(new URL("random.js", serverDist).href)) as {
-  seededRandom: (seed: number) => unknown;
-};
-const { attributes, message } = (await import(new URL("store/conformance-fixtures.js", serverDist).href)) as {
-  attributes: object;
-  message: (overrides: { body: string; headers: Record<string, string>; publishedAt: number }) => object;
-};
+import {
+  attributes,
+  type BenchStore,
+  message,
+  openSqliteStore,
+  seededRandom,
+  serverDist,
+} from "./compiled-store.js";
 
 const { values } = parseArgs({
   options: {
@@ -76,28 +60,21 @@ const depthReads = 20;
 const pairs = 1000;
 const pgUrl = values["pg-url"];
 
-/** A fresh store with one empty queue; `drop` removes what it left behind. */
-async function openStore(): Promise<{ store: ScalingStore; drop: () => Promise<void> }> {
+/** A fresh store with one empty queue; `drop` closes it and removes what it left behind. */
+async function openStore(): Promise<{ store: BenchStore; drop: () => Promise<void> }> {
   if (storeKind === "sqlite") {
-    const { SqliteStore } = (await import(new URL("store/sqlite/sqlite-store.js", serverDist).href)) as {
-      SqliteStore: new (options: { path: string; durability: "os"; random: unknown }) => ScalingStore;
-    };
-    const dir = mkdtempSync(join(tmpdir(), "hopper-store-scaling-"));
-    const store = new SqliteStore({
-      path: join(dir, "hopper.db"),
-      durability: "os",
-      random: seededRandom(1),
-    });
+    const { store, drop } = openSqliteStore({ label: "store-scaling", durability: "os" });
     await store.queueUpsert({ name: queue, kind: "standard", attributes, now });
-    return { store, drop: async () => rmSync(dir, { recursive: true, force: true }) };
+    return { store, drop };
   }
   const { PostgresStore } = (await import(new URL("store/postgres/postgres-store.js", serverDist).href)) as {
-    PostgresStore: { open(options: object): Promise<ScalingStore> };
+    PostgresStore: { open(options: object): Promise<BenchStore> };
   };
   const schema = `hopper_store_scaling_${process.pid}`;
   const store = await PostgresStore.open({ url: pgUrl, schema, random: seededRandom(1), poolSize: 4 });
   await store.queueUpsert({ name: queue, kind: "standard", attributes, now });
   const drop = async () => {
+    await store.close();
     const client = new pg.Client({ connectionString: pgUrl });
     await client.connect();
     try {
@@ -109,17 +86,16 @@ async function openStore(): Promise<{ store: ScalingStore; drop: () => Promise<v
   return { store, drop };
 }
 
-async function withStore<T>(run: (store: ScalingStore) => Promise<T>): Promise<T> {
+async function withStore<T>(run: (store: BenchStore) => Promise<T>): Promise<T> {
   const { store, drop } = await openStore();
   try {
     return await run(store);
   } finally {
-    await store.close();
     await drop();
   }
 }
 
-async function fill(store: ScalingStore, count: number, body: string): Promise<void> {
+async function fill(store: BenchStore, count: number, body: string): Promise<void> {
   for (let sent = 0; sent < count; sent += sendBatch) {
     const messages = Array.from({ length: Math.min(sendBatch, count - sent) }, () =>
       message({ body, headers: {}, publishedAt: now }),
@@ -128,7 +104,7 @@ async function fill(store: ScalingStore, count: number, body: string): Promise<v
   }
 }
 
-const lease = (store: ScalingStore, max: number) =>
+const lease = (store: BenchStore, max: number) =>
   store.queueLease({
     queue,
     max,
@@ -139,7 +115,7 @@ const lease = (store: ScalingStore, max: number) =>
     deadLetter: null,
   });
 
-async function hold(store: ScalingStore, count: number): Promise<void> {
+async function hold(store: BenchStore, count: number): Promise<void> {
   let held = 0;
   while (held < count) held += (await lease(store, Math.min(leaseBatch, count - held))).messages.length;
 }
@@ -216,7 +192,7 @@ async function timedWithGaps(call: () => Promise<unknown>): Promise<{ ms: number
   }
 }
 
-async function removalMillis(count: number, remove: (store: ScalingStore) => Promise<unknown>) {
+async function removalMillis(count: number, remove: (store: BenchStore) => Promise<unknown>) {
   return withStore(async (store) => {
     await fill(store, count, "x".repeat(1024));
     return timedWithGaps(() => remove(store));

@@ -8,6 +8,7 @@ import { QueueBroker } from "../broker/queues.js";
 import { FakeClock } from "../clock.js";
 import { seededRandom } from "../random.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
+import { checkpointed } from "../testing/checkpoints.js";
 import { Metrics } from "./metrics.js";
 
 const silent = { info() {}, warn() {}, error() {} };
@@ -38,10 +39,7 @@ test("a scrape reports each queue's depth by state and counters, and the store's
     const [leased] = await broker.receive("q", { max: 1 });
     assert.ok(leased);
     // 3,000 rows of 1 KB are about 1,000 WAL pages: wait for the checkpoint thread to copy them.
-    const deadline = Date.now() + 5000;
-    while ((store.checkpointStats?.frames ?? 0) < 500 && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await checkpointed(store, 500);
     const text = await metrics.render();
     assert.equal(sample(text, 'hopper_queue_depth{queue="q",state="available"}'), 2999);
     assert.equal(sample(text, 'hopper_queue_depth{queue="q",state="in_flight"}'), 1);

@@ -3,7 +3,15 @@
  * to the Store's records. Only how `attributes` is stored differs: JSON text in SQLite, jsonb in
  * PostgreSQL, so the queue row is generic in it.
  */
-import type { QueueAttributes, QueueCounters, QueueKind, QueueRecord, StoredMessage } from "./store.js";
+import {
+  depthOf,
+  type QueueAttributes,
+  type QueueCounters,
+  type QueueDepth,
+  type QueueKind,
+  type QueueRecord,
+  type StoredMessage,
+} from "./store.js";
 
 /** Attributes added after a queue may have been stored: their values for a queue stored before. */
 const laterAttributes = {
@@ -103,4 +111,34 @@ export function toStoredMessage(row: MessageRow): StoredMessage {
     deliveryCount: row.delivery_count,
     firstDeliveredAt: row.first_delivered_at,
   };
+}
+
+/** The columns each store's listing with depths adds to a queue row (queueSelectAllWithDepth). */
+export interface DepthColumns {
+  depth_delayed: number;
+  depth_in_flight: number;
+  depth_oldest: number | null;
+}
+
+/**
+ * A queue's depth by state: its counters' depth is exact (invariants rule 21), so what is neither
+ * delayed nor in flight now is available, and a backlog costs no scan (rule 60).
+ */
+export function depthByState(
+  counters: QueueCounters,
+  notVisible: { delayed: number; inFlight: number },
+  oldestPublishedAt: number | null,
+): QueueDepth {
+  const { delayed, inFlight } = notVisible;
+  return { available: depthOf(counters) - delayed - inFlight, delayed, inFlight, oldestPublishedAt };
+}
+
+/** One entry of a listing with depths, from its row and the store's own mapping of the queue row. */
+export function withDepth<Row>(
+  row: Row & DepthColumns,
+  toRecord: (row: Row) => QueueRecord,
+): { queue: QueueRecord; depth: QueueDepth } {
+  const { depth_delayed: delayed, depth_in_flight: inFlight, depth_oldest: oldest, ...queueRow } = row;
+  const queue = toRecord(queueRow as Row);
+  return { queue, depth: depthByState(queue.counters, { delayed, inFlight }, oldest) };
 }

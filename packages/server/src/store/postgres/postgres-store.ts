@@ -12,7 +12,14 @@ import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
 import { noRedriveTarget, notHeldBack, redriveScanMax } from "../redrive-order.js";
-import { type MessageRow, type QueueRow, toQueueRecord, toStoredMessage } from "../rows.js";
+import {
+  type DepthColumns,
+  type MessageRow,
+  type QueueRow,
+  toQueueRecord,
+  toStoredMessage,
+  withDepth,
+} from "../rows.js";
 import {
   type BindingDestination,
   bodyBytes,
@@ -539,14 +546,8 @@ export class PostgresStore implements Store {
   }
 
   async queueListWithDepth(params: { now: number }): Promise<{ queue: QueueRecord; depth: QueueDepth }[]> {
-    const { rows } = await this.statement<
-      QueueRow & { depth_delayed: number; depth_in_flight: number; depth_oldest: number | null }
-    >(sql.queueSelectAllWithDepth, [params.now]);
-    return rows.map(({ depth_delayed: delayed, depth_in_flight: inFlight, depth_oldest, ...row }) => {
-      const queue = toQueueRecord(row);
-      const available = depthOf(queue.counters) - delayed - inFlight;
-      return { queue, depth: { available, delayed, inFlight, oldestPublishedAt: depth_oldest } };
-    });
+    const { rows } = await this.statement<QueueRow & DepthColumns>(sql.queueSelectAllWithDepth, [params.now]);
+    return rows.map((row) => withDepth(row, toQueueRecord));
   }
 
   /**

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { limits } from "../../limits.js";
 import { seededRandom } from "../../random.js";
+import { checkpointed } from "../../testing/checkpoints.js";
 import { attributes, message, t0 } from "../conformance-fixtures.js";
 import { noSendPolicy } from "../store.js";
 import { exerciseStore } from "../store-conformance.js";
@@ -160,10 +161,7 @@ test("sqlite: a file store's WAL is copied into the database by its checkpoint t
       const messages = Array.from({ length: 1000 }, () => message({ body: "x".repeat(1000) }));
       await store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages }] });
     }
-    const deadline = Date.now() + 5000;
-    while ((store.checkpointStats?.frames ?? 0) < 2000 && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await checkpointed(store, 2000);
     assert.ok((store.checkpointStats?.frames ?? 0) >= 2000, JSON.stringify(store.checkpointStats));
   } finally {
     await store.close();

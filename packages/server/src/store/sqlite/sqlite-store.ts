@@ -10,7 +10,16 @@ import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
 import { noRedriveTarget, notHeldBack, redriveScanMax } from "../redrive-order.js";
-import { type MessageRow, type QueueRow, toQueueCounters, toQueueRecord, toStoredMessage } from "../rows.js";
+import {
+  type DepthColumns,
+  depthByState,
+  type MessageRow,
+  type QueueRow,
+  toQueueCounters,
+  toQueueRecord,
+  toStoredMessage,
+  withDepth,
+} from "../rows.js";
 import {
   type BindingDestination,
   type BindingRecord,
@@ -349,8 +358,7 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * Counts only what is not visible now: the depth is exact in the counters (invariants rule 21), so
-   * the available messages, usually the most, are the rest, and a backlog costs no scan.
+   * Counts only what is not visible now; the rest of the counters' depth is available (depthByState).
    */
   async queueDepth(params: { name: string; now: number }): Promise<QueueDepth> {
     const queue = this.requireQueue(params.name);
@@ -360,21 +368,13 @@ export class SqliteStore implements Store {
       inFlight: number;
     };
     const { oldest } = this.stmt(sql.messageOldestPublishedAt).get({ queueId }) as { oldest: number | null };
-    const depth = depthOf(toQueueCounters(queue));
-    return { available: depth - delayed - inFlight, delayed, inFlight, oldestPublishedAt: oldest };
+    return depthByState(toQueueCounters(queue), { delayed, inFlight }, oldest);
   }
 
   async queueListWithDepth(params: { now: number }): Promise<{ queue: QueueRecord; depth: QueueDepth }[]> {
-    const rows = this.stmt(sql.queueSelectAllWithDepth).all({ now: params.now }) as (SqliteQueueRow & {
-      depth_delayed: number;
-      depth_in_flight: number;
-      depth_oldest: number | null;
-    })[];
-    return rows.map(({ depth_delayed: delayed, depth_in_flight: inFlight, depth_oldest, ...row }) => {
-      const queue = toSqliteQueueRecord(row);
-      const available = depthOf(queue.counters) - delayed - inFlight;
-      return { queue, depth: { available, delayed, inFlight, oldestPublishedAt: depth_oldest } };
-    });
+    const rows = this.stmt(sql.queueSelectAllWithDepth).all({ now: params.now }) as (SqliteQueueRow &
+      DepthColumns)[];
+    return rows.map((row) => withDepth(row, toSqliteQueueRecord));
   }
 
   queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<SendOutcome[]> {
