@@ -192,6 +192,15 @@ function figureRows(probe: FsyncProbeResult): Row[] {
     ["W3 enqueue CPU per message", w3((w) => cpuPerMessageCell(w.enqueueCosts, w.messages)), "as for W1"],
     ["W3 drain CPU per message", w3((w) => cpuPerMessageCell(w.drainCosts, w.messages)), "as for W1"],
     ["W3 drain CPU share", w3((w) => coreShareCell(w.drainCosts)), "in % of one core"],
+    ["W3 enqueue CPU share", w3((w) => coreShareCell(w.enqueueCosts)), "in % of one core"],
+    [
+      "W3 store calls and commits per 100 messages",
+      w3(
+        (w) =>
+          `enqueue ${storeCell(w.enqueueCosts, w.messages)}; drain ${storeCell(w.drainCosts, w.messages)}`,
+      ),
+      "as for W1",
+    ],
     [
       "W3 PostgreSQL traffic per message",
       w3((w) =>

@@ -74,6 +74,10 @@ export const limits = {
   /** Messages one step of a purge deletes on SQLite, in a commit of its own (about 27 ms of the event
    * loop): a purge of a million messages does not stop the server for the 5 s one commit took. */
   purgeStepMax: 5000,
+  /** Messages one SQLite group commit writes at most (sends, leases, acks; a call always goes whole).
+   * A burst beyond it is split, so the first part's confirms leave while the rest commits and the
+   * producers refill their windows meanwhile (docs/architecture.md, "Group commit"). */
+  commitMessagesMax: 600,
   /** How often the SQLite store's checkpoint thread copies the WAL into the database file. */
   checkpointIntervalMs: 50,
   /** WAL pages (4 KiB) past which the SQLite store's own connection checkpoints, inside a commit. The

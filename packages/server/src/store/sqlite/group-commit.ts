@@ -8,6 +8,8 @@ import type { Database, Statement } from "better-sqlite3";
 
 interface Job {
   run: () => unknown;
+  /** How many messages the job writes, at least 1: what a commit's size is counted in. */
+  weight: number;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
 }
@@ -30,8 +32,10 @@ export class GroupCommit {
 
   constructor(
     private readonly db: Database,
-    /** Bounds one transaction: a burst larger than this is split across commits. */
-    private readonly jobsPerCommitMax = 1000,
+    /** Bounds one transaction by the messages its jobs write (a job always goes whole): a burst
+     * larger than this is split across commits, and the first commit's answers leave while the next
+     * one runs. */
+    private readonly weightPerCommitMax: number,
   ) {
     this.begin = db.prepare("BEGIN IMMEDIATE");
     this.commit = db.prepare("COMMIT");
@@ -41,11 +45,19 @@ export class GroupCommit {
     this.rollbackToSavepoint = db.prepare("ROLLBACK TO job");
   }
 
-  /** Queues `run` for the next commit; resolves with its result once that commit is durable. */
-  run<T>(run: () => T): Promise<T> {
+  /**
+   * Queues `run` for the next commit; resolves with its result once that commit is durable. `weight`
+   * is how many messages it writes (a send's messages, a lease's maximum, an ack's receipts).
+   */
+  run<T>(run: () => T, weight = 1): Promise<T> {
     if (this.closed) return Promise.reject(new Error("store is closed"));
     return new Promise<T>((resolve, reject) => {
-      this.pending.push({ run, resolve: resolve as (value: unknown) => void, reject });
+      this.pending.push({
+        run,
+        weight: Math.max(1, weight),
+        resolve: resolve as (value: unknown) => void,
+        reject,
+      });
       if (!this.flushScheduled) {
         this.flushScheduled = true;
         // setImmediate runs after the I/O callbacks of this loop turn, so every request that arrived
@@ -70,8 +82,20 @@ export class GroupCommit {
     }
   }
 
+  /** The pending jobs that fit one commit: the first always, then while their weight fits. */
+  private nextBatch(): Job[] {
+    let weight = 0;
+    let count = 0;
+    for (const job of this.pending) {
+      if (count > 0 && weight + job.weight > this.weightPerCommitMax) break;
+      weight += job.weight;
+      count++;
+    }
+    return this.pending.splice(0, count);
+  }
+
   private flushBatch(): void {
-    const jobs = this.pending.splice(0, this.jobsPerCommitMax);
+    const jobs = this.nextBatch();
     if (jobs.length === 0) return;
     const outcomes: Outcome[] = [];
     try {

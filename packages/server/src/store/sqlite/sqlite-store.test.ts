@@ -64,6 +64,41 @@ test("sqlite: a file store keeps its messages across reopen, and concurrent writ
   }
 });
 
+test("sqlite: a burst of sends over the commit bound commits in parts, and the first part is answered before the next runs", async () => {
+  const store = new SqliteStore({ path: ":memory:", random: seededRandom(3) });
+  try {
+    await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
+    const perSend = 100;
+    const sends = Math.ceil((limits.commitMessagesMax * 1.5) / perSend);
+    const before = store.commitStats.commits;
+    // Each send notes how many commits had run when it was answered.
+    const answeredAfter = await Promise.all(
+      Array.from({ length: sends }, async () => {
+        const messages = Array.from({ length: perSend }, () => message());
+        await store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages }] });
+        return store.commitStats.commits - before;
+      }),
+    );
+    const inFirst = Math.floor(limits.commitMessagesMax / perSend);
+    assert.deepEqual(answeredAfter, [
+      ...Array.from({ length: inFirst }, () => 1),
+      ...Array.from({ length: sends - inFirst }, () => 2),
+    ]);
+
+    // One call larger than the bound is not split: its messages commit together.
+    const large = Array.from({ length: limits.commitMessagesMax * 2 }, () => message());
+    const beforeLarge = store.commitStats.commits;
+    await store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages: large }] });
+    assert.equal(store.commitStats.commits - beforeLarge, 1);
+    assert.equal(
+      (await store.queueDepth({ name: "q", now: t0 })).available,
+      sends * perSend + limits.commitMessagesMax * 2,
+    );
+  } finally {
+    await store.close();
+  }
+});
+
 /** Messages in the queues of the tests below: two purge steps and a part of a third. */
 const largeCount = limits.purgeStepMax * 2 + 10;
 

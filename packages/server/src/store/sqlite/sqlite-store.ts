@@ -139,7 +139,7 @@ export class SqliteStore implements Store {
     this.db.pragma("temp_store = MEMORY");
     this.random = options.random;
     this.migrate();
-    this.writes = new GroupCommit(this.db);
+    this.writes = new GroupCommit(this.db, limits.commitMessagesMax);
     if (options.path !== ":memory:") {
       // Checkpoints run on their own thread (checkpointer.ts); this connection's own is a backstop.
       this.db.pragma(`wal_autocheckpoint = ${limits.walBackstopPages}`);
@@ -378,7 +378,8 @@ export class SqliteStore implements Store {
   }
 
   queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<SendOutcome[]> {
-    return this.writes.run(() => params.sends.map((send) => this.sendOne(send, params.now)));
+    const messages = params.sends.reduce((total, send) => total + send.messages.length, 0);
+    return this.writes.run(() => params.sends.map((send) => this.sendOne(send, params.now)), messages);
   }
 
   /** One queue's part of a send: deduplication, then the overflow check, the inserts, the trim. */
@@ -640,7 +641,7 @@ export class SqliteStore implements Store {
         this.addCounters(queueId, { acked: messages.length });
       }
       return { messages, deadLettered };
-    });
+    }, params.max);
   }
 
   /**
@@ -717,7 +718,7 @@ export class SqliteStore implements Store {
       });
       if (acked > 0) this.addCounters(queue.queue_id, { acked });
       return results;
-    });
+    }, params.receipts.length);
   }
 
   queueNack(params: {
@@ -743,7 +744,7 @@ export class SqliteStore implements Store {
       });
       if (nacked > 0) this.addCounters(queue.queue_id, { nacked });
       return { results, deadLettered };
-    });
+    }, params.receipts.length);
   }
 
   queueExtend(params: {
@@ -762,7 +763,7 @@ export class SqliteStore implements Store {
           leaseExpiresAt: params.leaseExpiresAt,
         });
       });
-    });
+    }, params.receipts.length);
   }
 
   async queuePeek(params: {
