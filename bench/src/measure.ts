@@ -1,8 +1,9 @@
 /**
  * What a workload cost, measured around it: CPU by process, the target's counters, the store's group
- * commits, PostgreSQL traffic.
+ * commits, PostgreSQL traffic, the disks' flushes and writes.
  */
 import { type CpuSpent, measureCpu } from "./cpu.js";
+import { type DiskCounters, diskDelta, readDiskCounters } from "./disk-activity.js";
 import type { ConsumerMode } from "./options.js";
 import type { PgWireCounter, WireCounts } from "./pg-wire-counter.js";
 import type { BackendWatch } from "./postgres.js";
@@ -27,6 +28,8 @@ export interface WorkloadCosts {
   wire: WireCounts | undefined;
   /** Hopper on SQLite: commits and store calls committed over the workload (from `/metrics`). */
   store: { commits: number; jobs: number } | undefined;
+  /** The machine's disks over the workload (flushes, bytes written); undefined without /proc/diskstats. */
+  disk: DiskCounters | undefined;
 }
 
 export async function startMeasuring(
@@ -36,6 +39,7 @@ export async function startMeasuring(
   const countersBefore = target.counters();
   const wireBefore = wireCounter?.snapshot();
   const storeBefore = await target.storeCounters?.();
+  const diskBefore = readDiskCounters();
   const cpu = await measureCpu({
     brokerPids: target.brokerPids,
     backends: context.backends,
@@ -44,6 +48,7 @@ export async function startMeasuring(
   return {
     async finish() {
       const cpuSpent = await cpu.finish();
+      const diskAfter = readDiskCounters();
       const wireAfter = wireCounter?.snapshot();
       const storeAfter = await target.storeCounters?.();
       return {
@@ -60,6 +65,7 @@ export async function startMeasuring(
           storeBefore && storeAfter
             ? { commits: storeAfter.commits - storeBefore.commits, jobs: storeAfter.jobs - storeBefore.jobs }
             : undefined,
+        disk: diskBefore && diskAfter ? diskDelta(diskBefore, diskAfter) : undefined,
       };
     },
   };

@@ -54,6 +54,17 @@ function roundTripsCell(costs: WorkloadCosts, messages: number): string {
   return `${fine.format(costs.wire.roundTrips / messages)} round trips · ${fine.format(statements / messages)} statements`;
 }
 
+/**
+ * The machine's disks over the workload, per message: flushes per 100 (fsync/fdatasync that reached
+ * the device) and KiB written. Every target writes to the same disk, so this compares across targets.
+ */
+function diskCell(costs: WorkloadCosts, messages: number): string {
+  if (!costs.disk) return dash;
+  const { flushes, bytesWritten } = costs.disk;
+  const flushed = flushes === undefined ? "? flushes" : `${fine.format((flushes * 100) / messages)} flushes`;
+  return `${flushed} · ${decimal.format(bytesWritten / 1024 / messages)} KiB`;
+}
+
 /** HTTP requests of the workload; a push consumer's traffic is WebSocket frames, which are not counted. */
 function requestsCell(costs: WorkloadCosts, elapsedMs: number): string {
   const { send = 0, publish = 0, receive = 0, ack = 0, other = 0 } = costs.counters;
@@ -145,6 +156,11 @@ function figureRows(probe: FsyncProbeResult): Row[] {
       "Hopper on SQLite (/metrics): store calls (send, receive, ack, …) and the group commits they shared",
     ],
     [
+      "W1 disk flushes per 100 messages · KiB written per message",
+      w1((w) => diskCell(w.costs, w.messages)),
+      "the machine's disks (/proc/diskstats), whoever wrote: the broker, or PostgreSQL for the targets stored there",
+    ],
+    [
       "W2 end-to-end latency",
       w2((w) => `**${latencyCell(w.endToEndMs)}**`),
       "at a fixed rate; intended send time → receive answered (no coordinated omission)",
@@ -169,6 +185,11 @@ function figureRows(probe: FsyncProbeResult): Row[] {
     ["W2 HTTP requests", w2((w) => requestsCell(w.costs, w.elapsedMs)), "as for W1"],
     ["W2 WebSocket frames per 100 messages", w2((w) => framesCell(w.costs, w.messages)), "as for W1"],
     ["W2 store calls and commits per 100 messages", w2((w) => storeCell(w.costs, w.messages)), "as for W1"],
+    [
+      "W2 disk flushes per 100 messages · KiB written per message",
+      w2((w) => diskCell(w.costs, w.messages)),
+      "as for W1",
+    ],
     [
       "W2 PostgreSQL traffic per message",
       w2((w) => roundTripsCell(w.costs, w.messages)),
@@ -198,6 +219,13 @@ function figureRows(probe: FsyncProbeResult): Row[] {
       w3(
         (w) =>
           `enqueue ${storeCell(w.enqueueCosts, w.messages)}; drain ${storeCell(w.drainCosts, w.messages)}`,
+      ),
+      "as for W1",
+    ],
+    [
+      "W3 disk flushes per 100 messages · KiB written per message",
+      w3(
+        (w) => `enqueue ${diskCell(w.enqueueCosts, w.messages)}; drain ${diskCell(w.drainCosts, w.messages)}`,
       ),
       "as for W1",
     ],
