@@ -16,6 +16,7 @@ import {
   type QueueAttributes,
   type QueueDepth,
   type QueueKind,
+  type QueueListPage,
   type QueueRecord,
   type QueueSend,
   type ReceiptResult,
@@ -264,9 +265,10 @@ export class QueueBroker {
     return this.describe(queue);
   }
 
-  async listQueues(): Promise<QueueInfo[]> {
+  /** The queues in name order, or a page of them (Store.queueListWithDepth). */
+  async listQueues(page: QueueListPage = {}): Promise<QueueInfo[]> {
     const now = this.clock.now();
-    const listed = await this.store.queueListWithDepth({ now });
+    const listed = await this.store.queueListWithDepth({ ...page, now });
     return listed.map(({ queue, depth }) => this.info(queue, depth, now));
   }
 

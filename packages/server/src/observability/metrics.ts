@@ -1,10 +1,16 @@
 /**
  * Prometheus metrics. Queue figures are read from the broker at scrape time: the store's counters
- * are the truth and survive restarts, so each scrape sets the exported counters to them.
+ * are the truth and survive restarts, so each scrape exports them as they are.
+ *
+ * The per-queue families (15 series a queue) are written here rather than through prom-client, page
+ * by page of the queue listing with a turn of the event loop between pages: with 10,000 queues,
+ * prom-client's labelled `set`/`inc` and its formatting of 150,000 series held the event loop for
+ * about half a second per scrape, and every other request waited (docs/benchmarks.md, session 9).
  */
-import { Counter, collectDefaultMetrics, Gauge, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Registry } from "prom-client";
 import type { ExchangeBroker } from "../broker/exchanges.js";
 import type { QueueBroker, QueueInfo } from "../broker/queues.js";
+import { limits } from "../limits.js";
 
 const counterEvents = [
   "published",
@@ -19,13 +25,42 @@ const counterEvents = [
   "redriven",
 ] as const;
 
+/** A family of per-queue series: its header, then one line per series as the pages come. */
+class Family {
+  private readonly lines: string[];
+
+  constructor(
+    readonly name: string,
+    help: string,
+    type: "counter" | "gauge",
+  ) {
+    this.lines = [`# HELP ${name} ${escapeHelp(help)}`, `# TYPE ${name} ${type}`];
+  }
+
+  add(labels: string, value: number): void {
+    this.lines.push(`${this.name}{${labels}} ${value}`);
+  }
+
+  text(): string {
+    return `${this.lines.join("\n")}\n`;
+  }
+}
+
+/** As the exposition format escapes: a backslash and a line feed in help text. */
+function escapeHelp(help: string): string {
+  return help.replace(/\\/g, "\\\\").replace(/\n/g, "\\n");
+}
+
+/** As the exposition format escapes a label value: backslash, double quote, line feed. */
+function labelValue(value: string): string {
+  return value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
+}
+
+/** Lets the event loop run what waits (requests, timers) before the scrape goes on. */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 export class Metrics {
   private readonly registry = new Registry();
-  /**
-   * The queues as listed for the scrape under way. prom-client collects every metric at once, not one
-   * after another, so each queue metric awaits this one listing and fills itself from it.
-   */
-  private queues: Promise<QueueInfo[]> = Promise.resolve([]);
 
   constructor(
     private readonly broker: QueueBroker,
@@ -36,56 +71,6 @@ export class Metrics {
     },
   ) {
     collectDefaultMetrics({ register: this.registry, prefix: "hopper_" });
-    const listedQueues = () => this.queues;
-    /** A collect that refills its metric from the scrape's one listing of the queues. */
-    const fromListing = <M extends { reset(): void }>(fill: (metric: M, queues: QueueInfo[]) => void) =>
-      async function (this: M): Promise<void> {
-        const queues = await listedQueues();
-        this.reset();
-        fill(this, queues);
-      };
-    new Counter({
-      name: "hopper_queue_messages_total",
-      help: "Messages per queue and event since the queue was created, as the store counts them.",
-      labelNames: ["queue", "event"],
-      registers: [this.registry],
-      collect: fromListing<Counter>((counter, queues) => {
-        for (const { name, stats } of queues) {
-          for (const event of counterEvents) counter.inc({ queue: name, event }, stats[event]);
-        }
-      }),
-    });
-    new Gauge({
-      name: "hopper_queue_depth",
-      help: "Messages per queue and state.",
-      labelNames: ["queue", "state"],
-      registers: [this.registry],
-      collect: fromListing<Gauge>((gauge, queues) => {
-        for (const { name, stats } of queues) {
-          gauge.set({ queue: name, state: "available" }, stats.available);
-          gauge.set({ queue: name, state: "delayed" }, stats.delayed);
-          gauge.set({ queue: name, state: "in_flight" }, stats.inFlight);
-        }
-      }),
-    });
-    new Gauge({
-      name: "hopper_queue_oldest_message_age_seconds",
-      help: "Age of the oldest message in the queue.",
-      labelNames: ["queue"],
-      registers: [this.registry],
-      collect: fromListing<Gauge>((gauge, queues) => {
-        for (const { name, stats } of queues) gauge.set({ queue: name }, stats.oldestMessageAgeMs / 1000);
-      }),
-    });
-    new Gauge({
-      name: "hopper_queue_consumers",
-      help: "Receive calls in progress per queue.",
-      labelNames: ["queue"],
-      registers: [this.registry],
-      collect: fromListing<Gauge>((gauge, queues) => {
-        for (const { name, stats } of queues) gauge.set({ queue: name }, stats.consumers);
-      }),
-    });
     new Counter({
       name: "hopper_messages_removed_with_queue_total",
       help: "Messages removed because their queue was deleted, since this process started.",
@@ -142,11 +127,47 @@ export class Metrics {
     return this.registry.contentType;
   }
 
-  render(): Promise<string> {
-    this.queues = this.broker.listQueues();
-    // A failed listing fails the scrape through each metric that awaits it; this only keeps it from
-    // counting as unhandled before they do.
-    this.queues.catch(() => {});
-    return this.registry.metrics();
+  /** The scrape: prom-client's metrics, then the per-queue families. */
+  async render(): Promise<string> {
+    const queueFamilies = await this.renderQueues();
+    return `${await this.registry.metrics()}\n${queueFamilies}`;
+  }
+
+  /** The per-queue families, from the queue listing read `limits.scrapeQueuesPerTurn` queues at a time. */
+  private async renderQueues(): Promise<string> {
+    const messages = new Family(
+      "hopper_queue_messages_total",
+      "Messages per queue and event since the queue was created, as the store counts them.",
+      "counter",
+    );
+    const depth = new Family("hopper_queue_depth", "Messages per queue and state.", "gauge");
+    const oldest = new Family(
+      "hopper_queue_oldest_message_age_seconds",
+      "Age of the oldest message in the queue.",
+      "gauge",
+    );
+    const consumers = new Family("hopper_queue_consumers", "Receive calls in progress per queue.", "gauge");
+    const limit = limits.scrapeQueuesPerTurn;
+    let after: string | undefined;
+    // Bounded as every loop is: no server holds more than queuesMax queues.
+    for (let pages = 0; pages <= limits.queuesMax / limit; pages++) {
+      const page: QueueInfo[] = await this.broker.listQueues(
+        after === undefined ? { limit } : { after, limit },
+      );
+      for (const { name, stats } of page) {
+        const queue = `queue="${labelValue(name)}"`;
+        for (const event of counterEvents) messages.add(`${queue},event="${event}"`, stats[event]);
+        depth.add(`${queue},state="available"`, stats.available);
+        depth.add(`${queue},state="delayed"`, stats.delayed);
+        depth.add(`${queue},state="in_flight"`, stats.inFlight);
+        oldest.add(queue, stats.oldestMessageAgeMs / 1000);
+        consumers.add(queue, stats.consumers);
+      }
+      const last = page.at(-1);
+      if (page.length < limit || last === undefined) break;
+      after = last.name;
+      await nextTurn();
+    }
+    return [messages, depth, oldest, consumers].map((family) => family.text()).join("\n");
   }
 }

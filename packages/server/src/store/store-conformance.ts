@@ -183,6 +183,16 @@ export function exerciseStore(factory: StoreFactory): void {
         assert.deepEqual(other, { available: 1, delayed: 0, inFlight: 0, oldestPublishedAt: t0 + 1 });
         assert.deepEqual(empty, { available: 0, delayed: 0, inFlight: 0, oldestPublishedAt: null });
         assert.deepEqual(q, { available: 1, delayed: 1, inFlight: 1, oldestPublishedAt: t0 + 3 });
+
+        // Pages: the names after `after`, at most `limit`, and together the whole listing.
+        const names = async (page: { after?: string; limit?: number }) =>
+          (await store.queueListWithDepth({ now: t0 + 10, ...page })).map(({ queue }) => queue.name);
+        assert.deepEqual(await names({ limit: 2 }), ["a-other", "b-empty"]);
+        assert.deepEqual(await names({ after: "b-empty", limit: 2 }), ["q"]);
+        assert.deepEqual(await names({ after: "a" }), ["a-other", "b-empty", "q"]);
+        assert.deepEqual(await names({ after: "q" }), []);
+        const [paged] = await store.queueListWithDepth({ now: t0 + 10, after: "b-empty", limit: 1 });
+        assert.deepEqual(paged?.depth, q, "a page's depth is the listing's");
       });
     });
 

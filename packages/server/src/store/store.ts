@@ -174,6 +174,12 @@ export interface SendPolicy {
 export const noSendPolicy: SendPolicy = { dedupWindowMs: 0, overflow: null };
 
 /** One queue's part of a send: its messages, in order, and its policy. */
+/** A page of the queue listing: the names after `after` (from the first when absent), at most `limit`. */
+export interface QueueListPage {
+  after?: string;
+  limit?: number;
+}
+
 export interface QueueSend {
   queue: string;
   messages: NewMessage[];
@@ -290,10 +296,13 @@ export interface Store {
   queueDelete(params: { name: string }): Promise<{ removed: number }>;
   queueDepth(params: { name: string; now: number }): Promise<QueueDepth>;
   /**
-   * Every queue, by name, with its depth at `now` as queueDepth reports it, read together in one
-   * statement (the queue listing and every /metrics scrape: thousands of queues in one call).
+   * The queues in name order, each with its depth at `now` as queueDepth reports it, read together in
+   * one statement (the queue listing and every /metrics scrape: thousands of queues in one call). A
+   * page: only names after `after`, at most `limit` of them (all when absent).
    */
-  queueListWithDepth(params: { now: number }): Promise<{ queue: QueueRecord; depth: QueueDepth }[]>;
+  queueListWithDepth(
+    params: QueueListPage & { now: number },
+  ): Promise<{ queue: QueueRecord; depth: QueueDepth }[]>;
 
   /**
    * Stores each send's messages in its queue, applying its policy (SendPolicy), all of them or none

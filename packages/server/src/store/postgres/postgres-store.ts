@@ -34,6 +34,7 @@ import {
   type QueueAttributes,
   type QueueDepth,
   type QueueKind,
+  type QueueListPage,
   type QueueRecord,
   type QueueSend,
   type ReceiptResult,
@@ -545,8 +546,15 @@ export class PostgresStore implements Store {
     };
   }
 
-  async queueListWithDepth(params: { now: number }): Promise<{ queue: QueueRecord; depth: QueueDepth }[]> {
-    const { rows } = await this.statement<QueueRow & DepthColumns>(sql.queueSelectAllWithDepth, [params.now]);
+  async queueListWithDepth(
+    params: QueueListPage & { now: number },
+  ): Promise<{ queue: QueueRecord; depth: QueueDepth }[]> {
+    // Every name sorts after the empty one; LIMIT NULL is no limit.
+    const { rows } = await this.statement<QueueRow & DepthColumns>(sql.queueSelectAllWithDepth, [
+      params.now,
+      params.after ?? "",
+      params.limit ?? null,
+    ]);
     return rows.map((row) => withDepth(row, toQueueRecord));
   }
 

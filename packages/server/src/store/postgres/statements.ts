@@ -51,7 +51,8 @@ export const queueSelectAllWithDepth = `
         count(*) FILTER (WHERE m.lease_token IS NOT NULL)::int AS depth_in_flight
       FROM messages m WHERE m.queue_id = q.queue_id AND m.visible_at > $1
     ) n
-  ORDER BY q.name`;
+  WHERE q.name > $2
+  ORDER BY q.name LIMIT $3`;
 
 /**
  * $1 name. Returns: { queue_id, kind, attributes } and holds a key-share lock on the queue row until

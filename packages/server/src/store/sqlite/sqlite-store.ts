@@ -38,6 +38,7 @@ import {
   type QueueCounters,
   type QueueDepth,
   type QueueKind,
+  type QueueListPage,
   type QueueRecord,
   type QueueSend,
   type ReceiptResult,
@@ -371,9 +372,12 @@ export class SqliteStore implements Store {
     return depthByState(toQueueCounters(queue), { delayed, inFlight }, oldest);
   }
 
-  async queueListWithDepth(params: { now: number }): Promise<{ queue: QueueRecord; depth: QueueDepth }[]> {
-    const rows = this.stmt(sql.queueSelectAllWithDepth).all({ now: params.now }) as (SqliteQueueRow &
-      DepthColumns)[];
+  async queueListWithDepth(
+    params: QueueListPage & { now: number },
+  ): Promise<{ queue: QueueRecord; depth: QueueDepth }[]> {
+    // Every name sorts after the empty one; SQLite takes a negative LIMIT as none.
+    const page = { now: params.now, after: params.after ?? "", limit: params.limit ?? -1 };
+    const rows = this.stmt(sql.queueSelectAllWithDepth).all(page) as (SqliteQueueRow & DepthColumns)[];
     return rows.map((row) => withDepth(row, toSqliteQueueRecord));
   }
 

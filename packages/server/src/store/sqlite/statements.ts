@@ -43,7 +43,7 @@ export const queueSelectAllWithDepth = `
     (SELECT count(*) FROM messages m
       WHERE m.queue_id = q.queue_id AND m.visible_at > :now AND m.lease_token IS NOT NULL) AS depth_in_flight,
     (SELECT min(m.published_at) FROM messages m WHERE m.queue_id = q.queue_id) AS depth_oldest
-  FROM queues q ORDER BY q.name`;
+  FROM queues q WHERE q.name > :after ORDER BY q.name LIMIT :limit`;
 
 /** Returns: { n } the number of queues. */
 export const queueCount = `SELECT count(*) AS n FROM queues`;
