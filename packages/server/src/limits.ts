@@ -86,9 +86,9 @@ export const limits = {
   walBackstopPages: 10_000,
 
   queuesMax: 10_000,
-  /** Queues a /metrics scrape reads and writes per turn of the event loop (one listing statement each),
-   * so that a scrape of 10,000 queues lets other requests run every few milliseconds. */
-  scrapeQueuesPerTurn: 500,
+  /** Queues the listing (GET /v1/queues, each /metrics scrape) reads per turn of the event loop, one
+   * statement each, so that listing 10,000 queues lets other requests run every few milliseconds. */
+  listQueuesPerTurn: 500,
   /** Concurrent long polls per server: each holds a socket and a timer. */
   waitersMax: 10_000,
 } as const;

@@ -265,8 +265,33 @@ export class QueueBroker {
     return this.describe(queue);
   }
 
-  /** The queues in name order, or a page of them (Store.queueListWithDepth). */
-  async listQueues(page: QueueListPage = {}): Promise<QueueInfo[]> {
+  /** Every queue in name order, read a page at a time (queuePages). */
+  async listQueues(): Promise<QueueInfo[]> {
+    const queues: QueueInfo[] = [];
+    for await (const page of this.queuePages()) queues.push(...page);
+    return queues;
+  }
+
+  /**
+   * The queues in name order, `limits.listQueuesPerTurn` at a time (one listing statement each),
+   * with a turn of the event loop between pages: listing 10,000 queues lets other requests run every
+   * few milliseconds. Each queue's figures come from one snapshot; pages are read moments apart.
+   */
+  async *queuePages(): AsyncGenerator<QueueInfo[]> {
+    const limit = limits.listQueuesPerTurn;
+    let after: string | undefined;
+    // Bounded as every loop is: no server holds more than queuesMax queues.
+    for (let pages = 0; pages <= limits.queuesMax / limit; pages++) {
+      const page = await this.listPage(after === undefined ? { limit } : { after, limit });
+      yield page;
+      const last = page.at(-1);
+      if (page.length < limit || last === undefined) return;
+      after = last.name;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
+  private async listPage(page: QueueListPage): Promise<QueueInfo[]> {
     const now = this.clock.now();
     const listed = await this.store.queueListWithDepth({ ...page, now });
     return listed.map(({ queue, depth }) => this.info(queue, depth, now));

@@ -72,7 +72,7 @@ test("a scrape of more queues than one turn's page lists every queue once per se
   const store = new SqliteStore({ path: ":memory:", random: seededRandom(4) });
   await withMetrics(store, async (broker, metrics) => {
     const pages = 3;
-    const count = limits.scrapeQueuesPerTurn * (pages - 1) + 1;
+    const count = limits.listQueuesPerTurn * (pages - 1) + 1;
     const names = Array.from({ length: count }, (_, i) => `q-${String(i).padStart(5, "0")}`);
     await Promise.all(names.map((name) => broker.putQueue(name, {})));
     const body = Buffer.from("x");
@@ -105,6 +105,11 @@ test("a scrape of more queues than one turn's page lists every queue once per se
       "each queue once, in name order",
     );
     assert.equal(series("hopper_queue_consumers").length, count);
+    assert.deepEqual(
+      (await broker.listQueues()).map(({ name }) => name),
+      names,
+      "the listing (GET /v1/queues) reads the same pages",
+    );
     assert.equal(sample(text, 'hopper_queue_depth{queue="q-00001",state="available"}'), 2);
     assert.equal(sample(text, 'hopper_queue_messages_total{queue="q-00001",event="published"}'), 2);
     assert.equal(sample(text, 'hopper_queue_depth{queue="q-00002",state="available"}'), 0);

@@ -9,8 +9,7 @@
  */
 import { Counter, collectDefaultMetrics, Registry } from "prom-client";
 import type { ExchangeBroker } from "../broker/exchanges.js";
-import type { QueueBroker, QueueInfo } from "../broker/queues.js";
-import { limits } from "../limits.js";
+import type { QueueBroker } from "../broker/queues.js";
 
 const counterEvents = [
   "published",
@@ -55,9 +54,6 @@ function escapeHelp(help: string): string {
 function labelValue(value: string): string {
   return value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
 }
-
-/** Lets the event loop run what waits (requests, timers) before the scrape goes on. */
-const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export class Metrics {
   private readonly registry = new Registry();
@@ -133,7 +129,7 @@ export class Metrics {
     return `${await this.registry.metrics()}\n${queueFamilies}`;
   }
 
-  /** The per-queue families, from the queue listing read `limits.scrapeQueuesPerTurn` queues at a time. */
+  /** The per-queue families, written page by page of the queue listing (QueueBroker.queuePages). */
   private async renderQueues(): Promise<string> {
     const messages = new Family(
       "hopper_queue_messages_total",
@@ -147,13 +143,7 @@ export class Metrics {
       "gauge",
     );
     const consumers = new Family("hopper_queue_consumers", "Receive calls in progress per queue.", "gauge");
-    const limit = limits.scrapeQueuesPerTurn;
-    let after: string | undefined;
-    // Bounded as every loop is: no server holds more than queuesMax queues.
-    for (let pages = 0; pages <= limits.queuesMax / limit; pages++) {
-      const page: QueueInfo[] = await this.broker.listQueues(
-        after === undefined ? { limit } : { after, limit },
-      );
+    for await (const page of this.broker.queuePages()) {
       for (const { name, stats } of page) {
         const queue = `queue="${labelValue(name)}"`;
         for (const event of counterEvents) messages.add(`${queue},event="${event}"`, stats[event]);
@@ -163,10 +153,6 @@ export class Metrics {
         oldest.add(queue, stats.oldestMessageAgeMs / 1000);
         consumers.add(queue, stats.consumers);
       }
-      const last = page.at(-1);
-      if (page.length < limit || last === undefined) break;
-      after = last.name;
-      await nextTurn();
     }
     return [messages, depth, oldest, consumers].map((family) => family.text()).join("\n");
   }
