@@ -74,9 +74,10 @@ export const limits = {
   /** Messages one step of a purge deletes on SQLite, in a commit of its own (about 27 ms of the event
    * loop): a purge of a million messages does not stop the server for the 5 s one commit took. */
   purgeStepMax: 5000,
-  /** Messages one SQLite group commit writes at most (sends, leases, acks; a call always goes whole).
-   * A burst beyond it is split, so the first part's confirms leave while the rest commits and the
-   * producers refill their windows meanwhile (docs/architecture.md, "Group commit"). */
+  /** Messages' worth of calls one SQLite group commit takes (a send's messages, a lease's maximum, an
+   * ack's receipts; other calls count 1; a call always goes whole). A burst beyond it is split, so the
+   * first part's confirms leave while the rest commits and the producers refill their windows
+   * meanwhile (docs/architecture.md, "Group commit"). */
   commitMessagesMax: 600,
   /** How often the SQLite store's checkpoint thread copies the WAL into the database file. */
   checkpointIntervalMs: 50,
