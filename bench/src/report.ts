@@ -106,6 +106,11 @@ function figureRows(probe: FsyncProbeResult): Row[] {
     run.latency ? cell(run.latency) : dash;
   const w3 = (cell: (w: NonNullable<RunReport["backlog"]>) => string) => (run: RunReport) =>
     run.backlog ? cell(run.backlog) : dash;
+  /** A W3 cell of one figure for each phase: "enqueue …; drain …". */
+  const w3Phases = (
+    w: NonNullable<RunReport["backlog"]>,
+    cell: (costs: WorkloadCosts, messages: number) => string,
+  ) => `enqueue ${cell(w.enqueueCosts, w.messages)}; drain ${cell(w.drainCosts, w.messages)}`;
   const fanout = (cell: (w: NonNullable<RunReport["fanout"]>) => string) => (run: RunReport) =>
     run.fanout ? cell(run.fanout) : dash;
   return [
@@ -214,28 +219,15 @@ function figureRows(probe: FsyncProbeResult): Row[] {
     ["W3 drain CPU per message", w3((w) => cpuPerMessageCell(w.drainCosts, w.messages)), "as for W1"],
     ["W3 drain CPU share", w3((w) => coreShareCell(w.drainCosts)), "in % of one core"],
     ["W3 enqueue CPU share", w3((w) => coreShareCell(w.enqueueCosts)), "in % of one core"],
-    [
-      "W3 store calls and commits per 100 messages",
-      w3(
-        (w) =>
-          `enqueue ${storeCell(w.enqueueCosts, w.messages)}; drain ${storeCell(w.drainCosts, w.messages)}`,
-      ),
-      "as for W1",
-    ],
+    ["W3 store calls and commits per 100 messages", w3((w) => w3Phases(w, storeCell)), "as for W1"],
     [
       "W3 disk flushes per 100 messages · KiB written per message",
-      w3(
-        (w) => `enqueue ${diskCell(w.enqueueCosts, w.messages)}; drain ${diskCell(w.drainCosts, w.messages)}`,
-      ),
+      w3((w) => w3Phases(w, diskCell)),
       "as for W1",
     ],
     [
       "W3 PostgreSQL traffic per message",
-      w3((w) =>
-        w.enqueueCosts.wire
-          ? `enqueue ${roundTripsCell(w.enqueueCosts, w.messages)}; drain ${roundTripsCell(w.drainCosts, w.messages)}`
-          : dash,
-      ),
+      w3((w) => (w.enqueueCosts.wire ? w3Phases(w, roundTripsCell) : dash)),
       "with --count-round-trips",
     ],
     [

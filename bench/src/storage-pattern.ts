@@ -58,11 +58,18 @@ interface PhaseCost {
   commits: number;
 }
 
+/** A lease as the drain holds it until the next commit acks it. */
+interface Receipt {
+  seq: number;
+  token: number;
+}
+
+/** One way to lay the queue out; each call is one durable commit. */
 interface Pattern {
-  /** Fills the queue; answers the commits made. */
-  fill(): number;
-  /** Drains it; answers the commits made. */
-  drain(): number;
+  /** Stores messages `from` … `to` − 1. */
+  send(from: number, to: number): void;
+  /** Leases up to `leaseSize` and acks `previous`; answers what it leased. */
+  leaseAndAck(previous: Receipt[]): Receipt[];
   /** Messages still stored (unacked): 0 once drained, or the pattern is wrong. */
   left(): number;
   close(): void;
@@ -88,6 +95,26 @@ function measure(phase: () => number): PhaseCost {
     writes: (io.writes - ioBefore.writes) / total,
     commits: commits / total,
   };
+}
+
+/** Fills the queue in commits of `fillCommit`; answers the commits made. */
+function fill(pattern: Pattern): number {
+  let commits = 0;
+  for (let sent = 0; sent < total; sent += fillCommit) {
+    pattern.send(sent, Math.min(total, sent + fillCommit));
+    commits++;
+  }
+  return commits;
+}
+
+/** Drains the queue, each commit leasing the next messages and acking the last commit's; answers the commits. */
+function drain(pattern: Pattern): number {
+  let previous: Receipt[] = [];
+  for (let commits = 1; ; commits++) {
+    const leased = pattern.leaseAndAck(previous);
+    if (leased.length === 0) return commits;
+    previous = leased;
+  }
 }
 
 // better-sqlite3 is the server's dependency; load it from there.
@@ -118,34 +145,20 @@ function rowsPattern(dir: string): Pattern {
     "UPDATE messages SET visible_at = ?, lease_token = ?, delivery_count = delivery_count + 1, first_delivered_at = coalesce(first_delivered_at, ?) WHERE seq = ?",
   );
   const ack = db.prepare("DELETE FROM messages WHERE seq = ? AND queue_id = 1 AND lease_token = ?");
+  let token = 1;
   return {
-    fill() {
-      let commits = 0;
-      for (let sent = 0; sent < total; sent += fillCommit) {
-        db.transaction(() => {
-          for (let i = sent; i < Math.min(total, sent + fillCommit); i++) insert.run(`m${i}`, body, now, now);
-        })();
-        commits++;
-      }
-      return commits;
-    },
-    drain() {
-      let token = 1;
-      let previous: { seq: number; token: number }[] = [];
-      for (let commits = 1; ; commits++) {
-        const leased = db.transaction(() => {
-          const rows = candidates.all(now, leaseSize) as { seq: number; body: string }[];
-          const taken = rows.map((row) => {
-            lease.run(now + 30_000, token, now, row.seq);
-            return { seq: row.seq, token: token++ };
-          });
-          for (const message of previous) ack.run(message.seq, message.token);
-          return taken;
-        })();
-        if (leased.length === 0) return commits;
-        previous = leased;
-      }
-    },
+    send: db.transaction((from: number, to: number) => {
+      for (let i = from; i < to; i++) insert.run(`m${i}`, body, now, now);
+    }),
+    leaseAndAck: db.transaction((previous: Receipt[]) => {
+      const rows = candidates.all(now, leaseSize) as { seq: number; body: string }[];
+      const taken = rows.map((row) => {
+        lease.run(now + 30_000, token, now, row.seq);
+        return { seq: row.seq, token: token++ };
+      });
+      for (const message of previous) ack.run(message.seq, message.token);
+      return taken;
+    }),
     left() {
       return (db.prepare("SELECT count(*) AS n FROM messages").get() as { n: number }).n;
     },
@@ -177,76 +190,65 @@ function logPattern(dir: string): Pattern {
   const available: number[] = [];
   let head = 0;
   const leased = new Map<number, { token: number; deliveries: number }>();
+  let token = 1;
   return {
-    fill() {
-      let commits = 0;
-      for (let sent = 0; sent < total; sent += fillCommit) {
-        const records: Buffer[] = [];
-        for (let seq = sent; seq < Math.min(total, sent + fillCommit); seq++) {
-          const header = Buffer.allocUnsafe(messageHeaderBytes);
-          header.writeUInt8(messageRecord, 0);
-          header.writeBigUInt64LE(BigInt(seq), 1);
-          header.writeUInt32LE(body.length, 9);
-          records.push(header, body);
-        }
-        // The offsets are where each record will land once this commit is appended.
-        let at = end;
-        for (let seq = sent; seq < Math.min(total, sent + fillCommit); seq++) {
-          offsets[seq] = at;
-          at += messageHeaderBytes + body.length;
-          available.push(seq);
-        }
-        commit(records);
-        commits++;
+    send(from, to) {
+      const records: Buffer[] = [];
+      // Each record's place: where it lands once this commit is appended.
+      let at = end;
+      for (let seq = from; seq < to; seq++) {
+        const header = Buffer.allocUnsafe(messageHeaderBytes);
+        header.writeUInt8(messageRecord, 0);
+        header.writeBigUInt64LE(BigInt(seq), 1);
+        header.writeUInt32LE(body.length, 9);
+        records.push(header, body);
+        offsets[seq] = at;
+        at += messageHeaderBytes + body.length;
+        available.push(seq);
       }
-      return commits;
+      commit(records);
     },
-    drain() {
-      let token = 1;
-      let previous: { seq: number; token: number }[] = [];
-      for (let commits = 1; ; commits++) {
-        const records: Buffer[] = [];
-        const taken: { seq: number; token: number }[] = [];
-        const count = Math.min(leaseSize, available.length - head);
-        if (count > 0) {
-          const first = available[head] as number;
-          const last = available[head + count - 1] as number;
-          const from = offsets[first] as number;
-          const to = (offsets[last] as number) + messageHeaderBytes + body.length;
-          const span = Buffer.allocUnsafe(to - from);
-          readSync(fd, span, 0, span.length, from);
-          const lease = Buffer.allocUnsafe(17 * count);
-          for (let i = 0; i < count; i++) {
-            const seq = available[head + i] as number;
-            const at = (offsets[seq] as number) - from;
-            const length = span.readUInt32LE(at + 9);
-            const text = span.toString("utf8", at + messageHeaderBytes, at + messageHeaderBytes + length);
-            if (text.length === 0) throw new Error("empty body");
-            const deliveries = (leased.get(seq)?.deliveries ?? 0) + 1;
-            leased.set(seq, { token, deliveries });
-            lease.writeUInt8(leaseRecord, 17 * i);
-            lease.writeBigUInt64LE(BigInt(seq), 17 * i + 1);
-            lease.writeUInt32LE(deliveries, 17 * i + 9);
-            lease.writeUInt32LE(token, 17 * i + 13);
-            taken.push({ seq, token: token++ });
-          }
-          head += count;
-          records.push(lease);
+    leaseAndAck(previous) {
+      const records: Buffer[] = [];
+      const taken: Receipt[] = [];
+      const count = Math.min(leaseSize, available.length - head);
+      if (count > 0) {
+        const first = available[head] as number;
+        const last = available[head + count - 1] as number;
+        const from = offsets[first] as number;
+        const to = (offsets[last] as number) + messageHeaderBytes + body.length;
+        const span = Buffer.allocUnsafe(to - from);
+        readSync(fd, span, 0, span.length, from);
+        const lease = Buffer.allocUnsafe(17 * count);
+        for (let i = 0; i < count; i++) {
+          const seq = available[head + i] as number;
+          const at = (offsets[seq] as number) - from;
+          const length = span.readUInt32LE(at + 9);
+          const text = span.toString("utf8", at + messageHeaderBytes, at + messageHeaderBytes + length);
+          if (text.length === 0) throw new Error("empty body");
+          const deliveries = (leased.get(seq)?.deliveries ?? 0) + 1;
+          leased.set(seq, { token, deliveries });
+          lease.writeUInt8(leaseRecord, 17 * i);
+          lease.writeBigUInt64LE(BigInt(seq), 17 * i + 1);
+          lease.writeUInt32LE(deliveries, 17 * i + 9);
+          lease.writeUInt32LE(token, 17 * i + 13);
+          taken.push({ seq, token: token++ });
         }
-        if (previous.length > 0) {
-          const acks = Buffer.allocUnsafe(9 * previous.length);
-          previous.forEach((message, i) => {
-            if (leased.get(message.seq)?.token !== message.token) throw new Error("stale receipt");
-            leased.delete(message.seq);
-            acks.writeUInt8(ackRecord, 9 * i);
-            acks.writeBigUInt64LE(BigInt(message.seq), 9 * i + 1);
-          });
-          records.push(acks);
-        }
-        if (records.length > 0) commit(records);
-        if (taken.length === 0) return commits;
-        previous = taken;
+        head += count;
+        records.push(lease);
       }
+      if (previous.length > 0) {
+        const acks = Buffer.allocUnsafe(9 * previous.length);
+        previous.forEach((message, i) => {
+          if (leased.get(message.seq)?.token !== message.token) throw new Error("stale receipt");
+          leased.delete(message.seq);
+          acks.writeUInt8(ackRecord, 9 * i);
+          acks.writeBigUInt64LE(BigInt(message.seq), 9 * i + 1);
+        });
+        records.push(acks);
+      }
+      if (records.length > 0) commit(records);
+      return taken;
     },
     left() {
       return available.length - head + leased.size;
@@ -269,12 +271,12 @@ for (let round = 1; round <= rounds; round++) {
     const dir = mkdtempSync(join(tmpdir(), `hopper-pattern-${name}-`));
     try {
       const pattern = make(dir);
-      const fill = measure(() => pattern.fill());
-      const drain = measure(() => pattern.drain());
+      const filled = measure(() => fill(pattern));
+      const drained = measure(() => drain(pattern));
       const left = pattern.left();
       pattern.close();
       if (left !== 0) throw new Error(`${name}: ${left} messages left after the drain`);
-      console.log(`round ${round} ${name}: fill ${format(fill)}; drain ${format(drain)}`);
+      console.log(`round ${round} ${name}: fill ${format(filled)}; drain ${format(drained)}`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
