@@ -25,7 +25,7 @@ function orderKey(row: Pick<MessageRow, "key" | "group_key">): string | null {
  * Of `candidates` (not in flight, in arrival order), the first `max` that no earlier in-flight message
  * of the same key holds back, and how many were held back.
  */
-export function notHeldBack<Row extends MessageRow>(
+export function notHeldBack<Row extends Pick<MessageRow, "seq" | "key" | "group_key">>(
   candidates: readonly Row[],
   inFlight: readonly Pick<MessageRow, "seq" | "key" | "group_key">[],
   max: number,

@@ -1,0 +1,1179 @@
+/**
+ * The log store's engine: every queue, exchange and message held in memory, changed only through the
+ * primitives of `Mutations` below. This is the first part of the store that docs/log-store.md plans:
+ * state in memory, each change appended to a log (append-log.ts) and answered after the log's fsync.
+ * This part holds the state and applies the Store contract to it; it is not yet durable and so is not
+ * offered as a store to run (only the conformance suite runs it).
+ *
+ * Invariants:
+ * - Every message is in `bySeq` and in its queue's `messages`, and in exactly one lease order: its
+ *   priority's heap (standard queue), or, while it is its group's head, the heads heap (FIFO queue).
+ *   A FIFO message is in its group's array, in seq order, and is the head exactly when it is first.
+ * - `leased` holds exactly the queue's messages with a lease token.
+ * - A call either applies whole or not at all: each primitive records its inverse, and a call that
+ *   throws is rolled back before its promise rejects.
+ * - Calls apply in the order they are made; their answers are released together, in order, at the
+ *   end of the turn (where the log will flush them first).
+ */
+import { HopperError, invariant, queueFull, queueNotFound } from "../../errors.js";
+import { limits } from "../../limits.js";
+import type { Random } from "../../random.js";
+import { decodeReceipt, encodeReceipt } from "../receipts.js";
+import { noRedriveTarget, notHeldBack, redriveScanMax } from "../redrive-order.js";
+import {
+  type BindingDestination,
+  type BindingRecord,
+  type DeadLetterRoute,
+  deadLetterHeaders,
+  depthOf,
+  type ExchangeRecord,
+  type ExchangeType,
+  type Handoff,
+  handoffRanks,
+  type LeasedMessage,
+  type MessageState,
+  type NewMessage,
+  type QueueAttributes,
+  type QueueCounters,
+  type QueueDepth,
+  type QueueKind,
+  type QueueListPage,
+  type QueueRecord,
+  type QueueSend,
+  type ReceiptResult,
+  type SendOutcome,
+  type SendPolicy,
+  type Store,
+  type StoredMessage,
+  type StoreEvent,
+  zeroCounters,
+} from "../store.js";
+import { type HeapSlot, IndexedHeap } from "./indexed-heap.js";
+
+export interface LogStoreOptions {
+  random: Random;
+}
+
+const jsonContentType = "application/json";
+/** Priorities run 0–9 (NewMessage.priority). */
+const priorityLevels = 10;
+
+interface Message extends HeapSlot {
+  readonly seq: number;
+  readonly queue: QueueState;
+  readonly id: string;
+  /** A JSON body as text, any other as bytes: what the wire needs (StoredMessage.body). */
+  readonly body: Buffer | string;
+  readonly contentType: string;
+  readonly headers: Record<string, string>;
+  readonly key: string | null;
+  readonly priority: number;
+  readonly dedupId: string | null;
+  /** FIFO queues only: the group (the key, or ""). */
+  readonly groupKey: string | null;
+  readonly publishedAt: number;
+  visibleAt: number;
+  deliveryCount: number;
+  firstDeliveredAt: number | null;
+  leaseToken: number | null;
+}
+
+interface QueueState {
+  readonly name: string;
+  readonly kind: QueueKind;
+  attributes: QueueAttributes;
+  readonly createdAt: number;
+  readonly counters: QueueCounters;
+  readonly messages: Map<number, Message>;
+  /** The lease order: a heap per priority (standard), or one heap of group heads (FIFO). */
+  readonly ready: IndexedHeap<Message>[];
+  readonly groups: Map<string, Message[]>;
+  readonly leased: Set<Message>;
+  readonly dedup: Map<string, { messageId: string; expiresAt: number }>;
+}
+
+interface ExchangeState {
+  readonly name: string;
+  readonly type: ExchangeType;
+  alternate: string | null;
+  readonly createdAt: number;
+  /** By `bindingKey`. */
+  readonly bindings: Map<string, BindingRecord>;
+}
+
+type MoveParams = Parameters<Store["queueMove"]>[0];
+type MoveResult = Awaited<ReturnType<Store["queueMove"]>>;
+type DeadLetterExhaustedParams = Parameters<Store["queueDeadLetterExhausted"]>[0];
+
+/** Lease order: earlier visibility first, then arrival. */
+function visibleFirst(a: Message, b: Message): boolean {
+  return a.visibleAt < b.visibleAt || (a.visibleAt === b.visibleAt && a.seq < b.seq);
+}
+
+/** Arrival order for the oldest-first paths (overflow, redrive): publish time, then seq. */
+function byArrival(a: Message, b: Message): number {
+  return a.publishedAt - b.publishedAt || a.seq - b.seq;
+}
+
+function byVisibility(a: Message, b: Message): number {
+  return a.visibleAt - b.visibleAt || a.seq - b.seq;
+}
+
+function bindingKey(destination: BindingDestination, pattern: string): string {
+  return JSON.stringify([destination.kind, destination.name, pattern]);
+}
+
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function toStored(message: Message): StoredMessage {
+  return {
+    id: message.id,
+    body: message.body,
+    contentType: message.contentType,
+    headers: message.headers,
+    key: message.key,
+    priority: message.priority,
+    dedupId: message.dedupId,
+    publishedAt: message.publishedAt,
+    visibleAt: message.visibleAt,
+    deliveryCount: message.deliveryCount,
+    firstDeliveredAt: message.firstDeliveredAt,
+  };
+}
+
+function toQueueRecord(queue: QueueState): QueueRecord {
+  return {
+    name: queue.name,
+    kind: queue.kind,
+    attributes: { ...queue.attributes },
+    createdAt: queue.createdAt,
+    counters: { ...queue.counters },
+  };
+}
+
+function toExchangeRecord(exchange: ExchangeState): ExchangeRecord {
+  const bindings = [...exchange.bindings.values()].sort(
+    (a, b) =>
+      compareText(a.destination.kind, b.destination.kind) ||
+      compareText(a.destination.name, b.destination.name) ||
+      compareText(a.pattern, b.pattern),
+  );
+  return {
+    name: exchange.name,
+    type: exchange.type,
+    alternate: exchange.alternate,
+    createdAt: exchange.createdAt,
+    bindings: bindings.map((binding) => ({
+      destination: { ...binding.destination },
+      pattern: binding.pattern,
+    })),
+  };
+}
+
+/**
+ * Calls apply at once and answer at the end of the turn, together; a call that throws is undone
+ * first. (The log will flush between applying and answering.)
+ */
+class Commits {
+  private undo: (() => void)[] | undefined;
+  private answers: (() => void)[] = [];
+  private scheduled = false;
+  private closed = false;
+
+  run<T>(job: () => T): Promise<T> {
+    if (this.closed) return Promise.reject(new Error("the store is closed"));
+    invariant(this.undo === undefined, "a store call ran inside another");
+    this.undo = [];
+    let value: T;
+    try {
+      value = job();
+    } catch (error) {
+      const undo = this.undo;
+      this.undo = undefined;
+      for (let i = undo.length - 1; i >= 0; i--) (undo[i] as () => void)();
+      return Promise.reject(error);
+    }
+    this.undo = undefined;
+    return new Promise<T>((resolve) => {
+      this.answers.push(() => resolve(value));
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => this.answer());
+      }
+    });
+  }
+
+  /** Records how to take back a change of the running call. */
+  onUndo(undo: () => void): void {
+    invariant(this.undo !== undefined, "a change outside a store call");
+    this.undo.push(undo);
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+
+  private answer(): void {
+    this.scheduled = false;
+    const answers = this.answers;
+    this.answers = [];
+    for (const answer of answers) answer();
+  }
+}
+
+export class LogStore implements Store {
+  readonly commitsInCallOrder = true;
+  private readonly random: Random;
+  private readonly commits = new Commits();
+  private readonly queues = new Map<string, QueueState>();
+  private readonly exchanges = new Map<string, ExchangeState>();
+  private readonly bySeq = new Map<number, Message>();
+  private lastSeq = 0;
+
+  constructor(options: LogStoreOptions) {
+    this.random = options.random;
+  }
+
+  async ping(): Promise<void> {}
+
+  async close(): Promise<void> {
+    this.commits.close();
+  }
+
+  /** One process owns the state, so no change ever comes from elsewhere. */
+  watch(_listener: (event: StoreEvent) => void): void {}
+
+  async housekeepingLeader(): Promise<boolean> {
+    return true;
+  }
+
+  async signalBroadcast(_params: { channel: string; dataJson: string }): Promise<void> {}
+
+  // ---- the primitives: every change of state goes through one of these, which records its inverse
+
+  private createQueue(name: string, kind: QueueKind, attributes: QueueAttributes, createdAt: number): void {
+    const levels = kind === "fifo" ? 1 : priorityLevels;
+    this.queues.set(name, {
+      name,
+      kind,
+      attributes,
+      createdAt,
+      counters: { ...zeroCounters },
+      messages: new Map(),
+      ready: Array.from({ length: levels }, () => new IndexedHeap<Message>(visibleFirst)),
+      groups: new Map(),
+      leased: new Set(),
+      dedup: new Map(),
+    });
+    this.commits.onUndo(() => this.queues.delete(name));
+  }
+
+  private setAttributes(queue: QueueState, attributes: QueueAttributes): void {
+    const before = queue.attributes;
+    queue.attributes = attributes;
+    this.commits.onUndo(() => {
+      queue.attributes = before;
+    });
+  }
+
+  /** Removes an empty queue and its dedupIds. */
+  private dropQueue(queue: QueueState): void {
+    invariant(queue.messages.size === 0, "a queue dropped with messages");
+    this.queues.delete(queue.name);
+    this.commits.onUndo(() => this.queues.set(queue.name, queue));
+  }
+
+  private addCounters(queue: QueueState, deltas: Partial<QueueCounters>): void {
+    const counters = queue.counters as unknown as Record<string, number>;
+    for (const [name, delta] of Object.entries(deltas)) counters[name] = (counters[name] ?? 0) + (delta ?? 0);
+    this.commits.onUndo(() => {
+      for (const [name, delta] of Object.entries(deltas))
+        counters[name] = (counters[name] ?? 0) - (delta ?? 0);
+    });
+  }
+
+  private setDedup(queue: QueueState, dedupId: string, messageId: string, expiresAt: number): void {
+    const before = queue.dedup.get(dedupId);
+    queue.dedup.set(dedupId, { messageId, expiresAt });
+    this.commits.onUndo(() => {
+      if (before) queue.dedup.set(dedupId, before);
+      else queue.dedup.delete(dedupId);
+    });
+  }
+
+  private forgetDedup(queue: QueueState, dedupId: string): void {
+    const before = queue.dedup.get(dedupId);
+    if (!before) return;
+    queue.dedup.delete(dedupId);
+    this.commits.onUndo(() => queue.dedup.set(dedupId, before));
+  }
+
+  /**
+   * Stores one message, leased already when `lease` is given. In a FIFO queue it joins the group of
+   * its key ("" without one), as its head if the group was empty; FIFO queues have no priorities.
+   */
+  private insertMessage(
+    queue: QueueState,
+    message: Omit<NewMessage, "body"> & { body: Buffer | string },
+    lease?: { visibleAt: number; firstDeliveredAt: number; token: number },
+  ): Message {
+    const fifo = queue.kind === "fifo";
+    const body =
+      message.contentType === jsonContentType && typeof message.body !== "string"
+        ? message.body.toString("utf8")
+        : message.body;
+    const stored: Message = {
+      heapIndex: -1,
+      seq: ++this.lastSeq,
+      queue,
+      id: message.id,
+      body,
+      contentType: message.contentType,
+      headers: message.headers,
+      key: message.key,
+      priority: fifo ? 0 : message.priority,
+      dedupId: message.dedupId,
+      groupKey: fifo ? (message.key ?? "") : null,
+      publishedAt: message.publishedAt,
+      visibleAt: lease?.visibleAt ?? message.visibleAt,
+      deliveryCount: lease ? 1 : 0,
+      firstDeliveredAt: lease?.firstDeliveredAt ?? null,
+      leaseToken: lease?.token ?? null,
+    };
+    this.link(stored, -1);
+    this.commits.onUndo(() => {
+      this.unlink(stored);
+      this.lastSeq--;
+    });
+    return stored;
+  }
+
+  /** Deletes one message; if it was its FIFO group's head, the next message of the group becomes it. */
+  private deleteMessage(message: Message): void {
+    const position = this.unlink(message);
+    this.commits.onUndo(() => this.link(message, position));
+  }
+
+  /** Leases, releases or extends: the message's visibility and lease change together. */
+  private setLease(
+    message: Message,
+    lease: Pick<Message, "visibleAt" | "leaseToken" | "deliveryCount" | "firstDeliveredAt">,
+  ): void {
+    const before = {
+      visibleAt: message.visibleAt,
+      leaseToken: message.leaseToken,
+      deliveryCount: message.deliveryCount,
+      firstDeliveredAt: message.firstDeliveredAt,
+    };
+    this.applyLease(message, lease);
+    this.commits.onUndo(() => this.applyLease(message, before));
+  }
+
+  private applyLease(
+    message: Message,
+    lease: Pick<Message, "visibleAt" | "leaseToken" | "deliveryCount" | "firstDeliveredAt">,
+  ): void {
+    const moved = message.visibleAt !== lease.visibleAt;
+    message.visibleAt = lease.visibleAt;
+    message.leaseToken = lease.leaseToken;
+    message.deliveryCount = lease.deliveryCount;
+    message.firstDeliveredAt = lease.firstDeliveredAt;
+    if (lease.leaseToken === null) message.queue.leased.delete(message);
+    else message.queue.leased.add(message);
+    if (moved && message.heapIndex >= 0) this.heapOf(message).update(message);
+  }
+
+  private heapOf(message: Message): IndexedHeap<Message> {
+    return message.queue.ready[message.priority] as IndexedHeap<Message>;
+  }
+
+  /**
+   * Puts a message into every index of its queue. `position` is its place in its FIFO group when it
+   * comes back by an undo, or -1 for the group's end.
+   */
+  private link(message: Message, position: number): void {
+    const queue = message.queue;
+    this.bySeq.set(message.seq, message);
+    queue.messages.set(message.seq, message);
+    if (message.leaseToken !== null) queue.leased.add(message);
+    if (message.groupKey === null) {
+      this.heapOf(message).push(message);
+      return;
+    }
+    let group = queue.groups.get(message.groupKey);
+    if (!group) {
+      group = [];
+      queue.groups.set(message.groupKey, group);
+    }
+    const index = position < 0 ? group.length : position;
+    group.splice(index, 0, message);
+    if (index === 0) {
+      // The message heads its group again: the one that was head (promoted when it left) steps back.
+      const former = group[1];
+      if (former) (queue.ready[0] as IndexedHeap<Message>).remove(former);
+      (queue.ready[0] as IndexedHeap<Message>).push(message);
+    }
+  }
+
+  /** Takes a message out of every index; answers its place in its FIFO group (or -1). */
+  private unlink(message: Message): number {
+    const queue = message.queue;
+    this.bySeq.delete(message.seq);
+    queue.messages.delete(message.seq);
+    queue.leased.delete(message);
+    if (message.groupKey === null) {
+      this.heapOf(message).remove(message);
+      return -1;
+    }
+    const group = queue.groups.get(message.groupKey) as Message[];
+    const index = group[0] === message ? 0 : group.indexOf(message);
+    group.splice(index, 1);
+    if (index === 0) {
+      const heads = queue.ready[0] as IndexedHeap<Message>;
+      heads.remove(message);
+      const next = group[0];
+      if (next) heads.push(next);
+    }
+    if (group.length === 0) queue.groups.delete(message.groupKey);
+    return index;
+  }
+
+  // ---- reads
+
+  private requireQueue(name: string): QueueState {
+    const queue = this.queues.get(name);
+    if (!queue) throw queueNotFound(name);
+    return queue;
+  }
+
+  private requireExchange(name: string): ExchangeState {
+    const exchange = this.exchanges.get(name);
+    if (!exchange) {
+      throw new HopperError("exchange_not_found", `Exchange "${name}" does not exist.`, { exchange: name });
+    }
+    return exchange;
+  }
+
+  /** A scan of the queue: what is not visible now, and the oldest publish time. */
+  private depthOf(queue: QueueState, now: number): QueueDepth {
+    let delayed = 0;
+    let inFlight = 0;
+    let oldest: number | null = null;
+    for (const message of queue.messages.values()) {
+      if (message.visibleAt > now) {
+        if (message.leaseToken === null) delayed++;
+        else inFlight++;
+      }
+      if (oldest === null || message.publishedAt < oldest) oldest = message.publishedAt;
+    }
+    return {
+      available: depthOf(queue.counters) - delayed - inFlight,
+      delayed,
+      inFlight,
+      oldestPublishedAt: oldest,
+    };
+  }
+
+  private inFlight(queue: QueueState, now: number): number {
+    let n = 0;
+    for (const message of queue.leased) if (message.visibleAt > now) n++;
+    return n;
+  }
+
+  /** The queue's messages that pass `filter`, sorted, at most `limit`. */
+  private select(
+    queue: QueueState,
+    filter: (message: Message) => boolean,
+    order: (a: Message, b: Message) => number,
+    limit: number,
+  ): Message[] {
+    const chosen: Message[] = [];
+    for (const message of queue.messages.values()) if (filter(message)) chosen.push(message);
+    return chosen.sort(order).slice(0, limit);
+  }
+
+  /**
+   * The next messages a lease may take, in the order it takes them (the heaps read in order, without
+   * taking anything out): a FIFO queue's available heads; a standard queue's available messages,
+   * higher priority first, each priority in visibility order. Messages past retention are passed over.
+   */
+  private candidates(queue: QueueState, now: number, expiredBefore: number, limit: number): Message[] {
+    const chosen: Message[] = [];
+    for (let level = queue.ready.length - 1; level >= 0 && chosen.length < limit; level--) {
+      const heap = queue.ready[level] as IndexedHeap<Message>;
+      inOrder(heap.values(), visibleFirst, (message) => {
+        // Everything still to visit becomes visible at or after this one.
+        if (message.visibleAt > now) return "done";
+        if (message.publishedAt > expiredBefore) chosen.push(message);
+        return chosen.length < limit ? "go" : "done";
+      });
+    }
+    return chosen;
+  }
+
+  // ---- queues
+
+  queueUpsert(params: {
+    name: string;
+    kind: QueueKind;
+    attributes: QueueAttributes;
+    now: number;
+  }): Promise<{ created: boolean; queue: QueueRecord }> {
+    return this.commits.run(() => {
+      this.checkDeadLetterTarget(params.name, params.attributes);
+      const existing = this.queues.get(params.name);
+      if (existing) {
+        if (existing.kind !== params.kind) {
+          throw new HopperError("queue_kind_mismatch", `Queue "${params.name}" is ${existing.kind}.`, {
+            kind: existing.kind,
+          });
+        }
+        this.setAttributes(existing, { ...params.attributes });
+        return { created: false, queue: toQueueRecord(existing) };
+      }
+      if (this.queues.size >= limits.queuesMax) throw new HopperError("too_many_queues");
+      this.createQueue(params.name, params.kind, { ...params.attributes }, params.now);
+      return { created: true, queue: toQueueRecord(this.requireQueue(params.name)) };
+    });
+  }
+
+  private checkDeadLetterTarget(queueName: string, attributes: QueueAttributes): void {
+    const target = attributes.deadLetter;
+    if (!target) return;
+    if ("queue" in target) {
+      if (target.queue !== queueName && !this.queues.has(target.queue)) {
+        throw new HopperError(
+          "dead_letter_queue_not_found",
+          `Dead-letter queue "${target.queue}" does not exist.`,
+          {
+            queue: target.queue,
+          },
+        );
+      }
+    } else if (!this.exchanges.has(target.exchange)) {
+      throw new HopperError(
+        "dead_letter_exchange_not_found",
+        `Dead-letter exchange "${target.exchange}" does not exist.`,
+        { exchange: target.exchange },
+      );
+    }
+  }
+
+  async queueGet(params: { name: string }): Promise<QueueRecord | undefined> {
+    const queue = this.queues.get(params.name);
+    return queue && toQueueRecord(queue);
+  }
+
+  async queueList(): Promise<QueueRecord[]> {
+    return this.sortedQueues().map(toQueueRecord);
+  }
+
+  private sortedQueues(): QueueState[] {
+    return [...this.queues.values()].sort((a, b) => compareText(a.name, b.name));
+  }
+
+  /**
+   * As the SQLite store (rule 20a): the messages stored before the delete began go in steps of
+   * limits.purgeStepMax, each its own call, counted as purged; the last step takes the rest and the
+   * queue, its dedupIds and the bindings to it. Refused while another queue dead-letters into it.
+   */
+  async queueDelete(params: { name: string }): Promise<{ removed: number }> {
+    const removed = await this.inSteps(params.name, (queue, lastSeq) => {
+      this.refuseDeadLetterTarget(params.name);
+      const deleted = this.deleteStep(queue, lastSeq);
+      if (deleted === limits.purgeStepMax) {
+        this.addCounters(queue, { purged: deleted });
+        return { removed: deleted, done: false };
+      }
+      const rest = [...queue.messages.values()];
+      for (const message of rest) this.deleteMessage(message);
+      for (const dedupId of [...queue.dedup.keys()]) this.forgetDedup(queue, dedupId);
+      this.dropQueue(queue);
+      this.deleteBindingsTo({ kind: "queue", name: params.name });
+      return { removed: deleted + rest.length, done: true };
+    });
+    return { removed };
+  }
+
+  private async inSteps(
+    name: string,
+    step: (queue: QueueState, lastSeq: number) => { removed: number; done: boolean },
+  ): Promise<number> {
+    let lastSeq: number | undefined;
+    let removed = 0;
+    for (;;) {
+      const outcome = await this.commits.run(() => {
+        const queue = lastSeq === undefined ? this.requireQueue(name) : this.queues.get(name);
+        if (!queue) return { removed: 0, done: true };
+        lastSeq ??= this.lastSeq;
+        return step(queue, lastSeq);
+      });
+      removed += outcome.removed;
+      if (outcome.done) return removed;
+    }
+  }
+
+  /** Deletes up to limits.purgeStepMax of the queue's messages at or below lastSeq; counts nothing. */
+  private deleteStep(queue: QueueState, lastSeq: number): number {
+    const step: Message[] = [];
+    for (const message of queue.messages.values()) {
+      if (step.length >= limits.purgeStepMax) break;
+      if (message.seq <= lastSeq) step.push(message);
+    }
+    for (const message of step) this.deleteMessage(message);
+    return step.length;
+  }
+
+  private refuseDeadLetterTarget(name: string): void {
+    const sources = this.sortedQueues()
+      .filter((queue) => {
+        const target = queue.attributes.deadLetter;
+        return queue.name !== name && target !== null && "queue" in target && target.queue === name;
+      })
+      .map((queue) => queue.name);
+    if (sources.length > 0) {
+      throw new HopperError(
+        "queue_in_use",
+        `Queue "${name}" is the dead-letter queue of ${sources.join(", ")}.`,
+        {
+          deadLetterSources: sources,
+        },
+      );
+    }
+  }
+
+  async queueDepth(params: { name: string; now: number }): Promise<QueueDepth> {
+    return this.depthOf(this.requireQueue(params.name), params.now);
+  }
+
+  async queueListWithDepth(
+    params: QueueListPage & { now: number },
+  ): Promise<{ queue: QueueRecord; depth: QueueDepth }[]> {
+    const after = params.after ?? "";
+    const queues = this.sortedQueues().filter((queue) => queue.name > after);
+    return queues
+      .slice(0, params.limit ?? queues.length)
+      .map((queue) => ({ queue: toQueueRecord(queue), depth: this.depthOf(queue, params.now) }));
+  }
+
+  queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<SendOutcome[]> {
+    return this.commits.run(() => params.sends.map((send) => this.sendOne(send, params.now)));
+  }
+
+  /** One queue's part of a send: deduplication, then the overflow check, the inserts, the trim. */
+  private sendOne(send: QueueSend, now: number): SendOutcome {
+    const queue = this.requireQueue(send.queue);
+    const ranks = queue.kind === "standard" ? handoffRanks(send, now) : undefined;
+    if (ranks && send.handoff) return this.sendHandingOff(queue, send.messages, ranks, send.handoff, now);
+    const { dedupWindowMs, overflow } = send.policy;
+    const seen = new Map<string, string>();
+    const ids = send.messages.map((message) => {
+      if (message.dedupId === null || dedupWindowMs === 0) return message.id;
+      const remembered = queue.dedup.get(message.dedupId);
+      const earlier =
+        seen.get(message.dedupId) ??
+        (remembered && remembered.expiresAt > now ? remembered.messageId : undefined);
+      if (earlier !== undefined) return earlier;
+      seen.set(message.dedupId, message.id);
+      return message.id;
+    });
+    const stored = send.messages.filter((message, i) => ids[i] === message.id);
+    if (overflow?.policy === "reject" && stored.length > 0) {
+      const depth = depthOf(queue.counters);
+      if (depth + stored.length > overflow.maxDepth) throw queueFull(send.queue, overflow.maxDepth, depth);
+    }
+    for (const message of stored) {
+      this.insertMessage(queue, message);
+      if (message.dedupId !== null && dedupWindowMs > 0) {
+        this.setDedup(queue, message.dedupId, message.id, now + dedupWindowMs);
+      }
+    }
+    if (stored.length > 0) this.addCounters(queue, { published: stored.length });
+    this.trimOverflow(queue, send.policy, now);
+    return { ids, leased: [] };
+  }
+
+  /** A send whose hand-off leases the messages ranked 1 to its in-flight room as it stores them. */
+  private sendHandingOff(
+    queue: QueueState,
+    messages: NewMessage[],
+    ranks: number[],
+    handoff: Handoff,
+    now: number,
+  ): SendOutcome {
+    const room = Math.max(0, Math.min(handoff.max, handoff.inFlightMax - this.inFlight(queue, now)));
+    const tokenBase = Math.floor(this.random.uint48() / 2 ** 8);
+    const leased: LeasedMessage[] = [];
+    messages.forEach((message, index) => {
+      const rank = ranks[index] ?? 0;
+      if (rank === 0 || rank > room) {
+        this.insertMessage(queue, message);
+        return;
+      }
+      const lease = { visibleAt: handoff.leaseExpiresAt, firstDeliveredAt: now, token: tokenBase + rank };
+      const stored = this.insertMessage(queue, message, lease);
+      leased[rank - 1] = { ...toStored(stored), receipt: encodeReceipt(stored.seq, lease.token) };
+    });
+    this.addCounters(queue, { published: messages.length, delivered: leased.length });
+    return { ids: messages.map((message) => message.id), leased };
+  }
+
+  /** drop-oldest or dead-letter-oldest: the oldest messages go until the queue holds at most maxDepth. */
+  private trimOverflow(queue: QueueState, policy: SendPolicy, now: number): void {
+    const overflow = policy.overflow;
+    if (!overflow || overflow.policy === "reject") return;
+    const excess = depthOf(queue.counters) - overflow.maxDepth;
+    if (excess <= 0) return;
+    const oldest = this.select(queue, () => true, byArrival, Math.min(excess, limits.overflowTrimMax));
+    if (overflow.policy === "dead-letter-oldest" && overflow.deadLetter) {
+      for (const message of oldest) this.deadLetter(message, overflow.deadLetter, now, "max_depth");
+      return;
+    }
+    for (const message of oldest) this.deleteMessage(message);
+    this.addCounters(queue, { dropped: oldest.length });
+  }
+
+  /**
+   * Moves one message to its dead-letter queues, a new message in each, with the headers that say
+   * why; with no target left it is dropped, and counted as dead-lettered either way.
+   */
+  private deadLetter(
+    message: Message,
+    route: DeadLetterRoute,
+    now: number,
+    reason: "max_deliveries" | "max_depth" = "max_deliveries",
+  ): void {
+    const stored = toStored(message);
+    const headers = deadLetterHeaders(stored, message.queue.name, reason);
+    const copy = { ...stored, headers, publishedAt: now, visibleAt: now };
+    for (const name of route.queues) {
+      const target = this.queues.get(name);
+      if (!target) continue;
+      this.insertMessage(target, copy);
+      this.addCounters(target, { published: 1 });
+    }
+    this.deleteMessage(message);
+    this.addCounters(message.queue, { deadLettered: 1 });
+  }
+
+  // ---- leases and receipts
+
+  queueLease(params: {
+    queue: string;
+    max: number;
+    now: number;
+    leaseExpiresAt: number;
+    expiredBefore: number;
+    inFlightMax: number;
+    deadLetter: DeadLetterRoute | null;
+    autoAck?: boolean;
+  }): Promise<{ messages: LeasedMessage[]; deadLettered: number }> {
+    return this.commits.run(() => {
+      const queue = this.requireQueue(params.queue);
+      const wanted = Math.min(params.max, params.inFlightMax - this.inFlight(queue, params.now));
+      const messages: LeasedMessage[] = [];
+      const taken: Message[] = [];
+      let deadLettered = 0;
+      let redelivered = 0;
+      // Each pass leases or dead-letters every candidate it reads, so the loop ends; the bound keeps
+      // a queue full of exhausted messages from holding one call for long.
+      for (let pass = 0; pass < 10 && messages.length < wanted; pass++) {
+        const candidates = this.candidates(queue, params.now, params.expiredBefore, wanted - messages.length);
+        if (candidates.length === 0) break;
+        // 40 random bits: with the seq added the token stays below 2^53, exact as a JavaScript number.
+        const tokenBase = Math.floor(this.random.uint48() / 2 ** 8);
+        for (const message of candidates) {
+          if (params.deadLetter && message.deliveryCount >= params.deadLetter.maxDeliveries) {
+            this.deadLetter(message, params.deadLetter, params.now);
+            deadLettered++;
+            continue;
+          }
+          const token = tokenBase + message.seq;
+          this.setLease(message, {
+            visibleAt: params.leaseExpiresAt,
+            leaseToken: token,
+            deliveryCount: message.deliveryCount + 1,
+            firstDeliveredAt: message.firstDeliveredAt ?? params.now,
+          });
+          if (message.deliveryCount > 1) redelivered++;
+          messages.push({ ...toStored(message), receipt: encodeReceipt(message.seq, token) });
+          taken.push(message);
+        }
+      }
+      if (messages.length > 0) this.addCounters(queue, { delivered: messages.length, redelivered });
+      if (params.autoAck && taken.length > 0) {
+        for (const message of taken) this.deleteMessage(message);
+        this.addCounters(queue, { acked: taken.length });
+      }
+      return { messages, deadLettered };
+    });
+  }
+
+  /** The message whose latest lease the receipt names, in this queue. */
+  private byReceipt(queue: QueueState, receipt: string): Message | "invalid_receipt" | undefined {
+    const decoded = decodeReceipt(receipt);
+    if (!decoded) return "invalid_receipt";
+    const message = this.bySeq.get(decoded.seq);
+    return message && message.queue === queue && message.leaseToken === decoded.leaseToken
+      ? message
+      : undefined;
+  }
+
+  /** Runs `apply` for each receipt that names the latest lease of a message of the queue. */
+  private forEachReceipt(
+    queue: QueueState,
+    receipts: string[],
+    apply: (message: Message) => void,
+  ): ReceiptResult[] {
+    // A receipt that appears twice in one batch counts once; its repeat is stale, as in a later call.
+    const seen = new Set<number>();
+    return receipts.map((receipt): ReceiptResult => {
+      const message = this.byReceipt(queue, receipt);
+      if (message === "invalid_receipt") return { error: message };
+      if (!message || seen.has(message.seq)) return { error: "stale_receipt" };
+      seen.add(message.seq);
+      apply(message);
+      return { ok: true };
+    });
+  }
+
+  queueAck(params: { queue: string; receipts: string[] }): Promise<ReceiptResult[]> {
+    return this.commits.run(() => {
+      const queue = this.requireQueue(params.queue);
+      let acked = 0;
+      const results = this.forEachReceipt(queue, params.receipts, (message) => {
+        this.deleteMessage(message);
+        acked++;
+      });
+      if (acked > 0) this.addCounters(queue, { acked });
+      return results;
+    });
+  }
+
+  queueNack(params: {
+    queue: string;
+    receipts: string[];
+    now: number;
+    retryDelayMs: (deliveryCount: number) => number;
+    deadLetter: DeadLetterRoute | null;
+  }): Promise<{ results: ReceiptResult[]; deadLettered: number }> {
+    return this.commits.run(() => {
+      const queue = this.requireQueue(params.queue);
+      let nacked = 0;
+      let deadLettered = 0;
+      const results = this.forEachReceipt(queue, params.receipts, (message) => {
+        nacked++;
+        if (params.deadLetter && message.deliveryCount >= params.deadLetter.maxDeliveries) {
+          this.deadLetter(message, params.deadLetter, params.now);
+          deadLettered++;
+          return;
+        }
+        this.setLease(message, {
+          visibleAt: params.now + params.retryDelayMs(message.deliveryCount),
+          leaseToken: null,
+          deliveryCount: message.deliveryCount,
+          firstDeliveredAt: message.firstDeliveredAt,
+        });
+      });
+      if (nacked > 0) this.addCounters(queue, { nacked });
+      return { results, deadLettered };
+    });
+  }
+
+  queueExtend(params: {
+    queue: string;
+    receipts: string[];
+    leaseExpiresAt: number;
+  }): Promise<ReceiptResult[]> {
+    return this.commits.run(() => {
+      const queue = this.requireQueue(params.queue);
+      return this.forEachReceipt(queue, params.receipts, (message) => {
+        this.setLease(message, { ...leaseOf(message), visibleAt: params.leaseExpiresAt });
+      });
+    });
+  }
+
+  async queuePeek(params: {
+    queue: string;
+    state: MessageState;
+    limit: number;
+    now: number;
+  }): Promise<StoredMessage[]> {
+    const queue = this.requireQueue(params.queue);
+    const { now } = params;
+    const filter = {
+      available: (message: Message) => message.visibleAt <= now,
+      delayed: (message: Message) => message.visibleAt > now && message.leaseToken === null,
+      "in-flight": (message: Message) => message.visibleAt > now && message.leaseToken !== null,
+    }[params.state];
+    return this.select(queue, filter, byVisibility, params.limit).map(toStored);
+  }
+
+  /** Deletes the messages stored before the purge began, in steps of their own (as queueDelete). */
+  async queuePurge(params: { queue: string }): Promise<{ purged: number }> {
+    const purged = await this.inSteps(params.queue, (queue, lastSeq) => {
+      const deleted = this.deleteStep(queue, lastSeq);
+      if (deleted > 0) this.addCounters(queue, { purged: deleted });
+      return { removed: deleted, done: deleted < limits.purgeStepMax };
+    });
+    return { purged };
+  }
+
+  queueExpire(params: {
+    queue: string;
+    expiredBefore: number;
+    max: number;
+    now: number;
+  }): Promise<{ expired: number }> {
+    return this.commits.run(() => {
+      const queue = this.requireQueue(params.queue);
+      const expired: Message[] = [];
+      for (const message of queue.messages.values()) {
+        if (expired.length >= params.max) break;
+        if (message.publishedAt <= params.expiredBefore) expired.push(message);
+      }
+      for (const message of expired) this.deleteMessage(message);
+      if (expired.length > 0) this.addCounters(queue, { expired: expired.length });
+      for (const [dedupId, entry] of [...queue.dedup]) {
+        if (entry.expiresAt <= params.now) this.forgetDedup(queue, dedupId);
+      }
+      return { expired: expired.length };
+    });
+  }
+
+  queueMove(params: MoveParams): Promise<MoveResult> {
+    return this.commits.run(() => {
+      const source = this.requireQueue(params.queue);
+      const { now } = params;
+      const candidates = this.select(
+        source,
+        (message) => message.visibleAt <= now || message.leaseToken === null,
+        byArrival,
+        redriveScanMax,
+      ).map(asOrderRow);
+      const inFlight = [...source.leased].filter((message) => message.visibleAt > now).map(asOrderRow);
+      const { rows, held } = notHeldBack(candidates, inFlight, params.max);
+      const targets = new Set<string>();
+      let moved = 0;
+      let stoppedBy: HopperError | null = null;
+      for (const { message } of rows) {
+        const name = params.to ?? message.headers["x-original-queue"] ?? null;
+        if (name === null) {
+          stoppedBy = noRedriveTarget(message.id);
+          break;
+        }
+        const target = this.queues.get(name);
+        const policy = params.policies.get(name);
+        if (!target || !policy) {
+          stoppedBy = queueNotFound(name);
+          break;
+        }
+        const depth = depthOf(target.counters);
+        if (policy.overflow?.policy === "reject" && depth + 1 > policy.overflow.maxDepth) {
+          stoppedBy = queueFull(name, policy.overflow.maxDepth, depth);
+          break;
+        }
+        this.insertMessage(target, { ...toStored(message), publishedAt: now, visibleAt: now });
+        this.addCounters(target, { published: 1 });
+        this.trimOverflow(target, policy, now);
+        this.deleteMessage(message);
+        targets.add(name);
+        moved++;
+      }
+      if (moved > 0) this.addCounters(source, { redriven: moved });
+      return { moved, held, targets: [...targets], stoppedBy };
+    });
+  }
+
+  queueDeadLetterExhausted(params: DeadLetterExhaustedParams): Promise<{ deadLettered: number }> {
+    return this.commits.run(() => {
+      const queue = this.requireQueue(params.queue);
+      const exhausted: Message[] = [];
+      for (const message of queue.leased) {
+        if (exhausted.length >= params.max) break;
+        if (
+          message.visibleAt >= params.visibleFrom &&
+          message.visibleAt <= params.now &&
+          message.deliveryCount >= params.deadLetter.maxDeliveries
+        ) {
+          exhausted.push(message);
+        }
+      }
+      for (const message of exhausted) this.deadLetter(message, params.deadLetter, params.now);
+      return { deadLettered: exhausted.length };
+    });
+  }
+
+  async queueNextEvents(params: {
+    queue: string;
+    now: number;
+  }): Promise<{ nextVisibleAt: number | null; oldestPublishedAt: number | null }> {
+    const queue = this.queues.get(params.queue);
+    if (!queue) return { nextVisibleAt: null, oldestPublishedAt: null };
+    let next: number | null = null;
+    let oldest: number | null = null;
+    for (const message of queue.messages.values()) {
+      if (message.visibleAt > params.now && (next === null || message.visibleAt < next))
+        next = message.visibleAt;
+      if (oldest === null || message.publishedAt < oldest) oldest = message.publishedAt;
+    }
+    return { nextVisibleAt: next, oldestPublishedAt: oldest };
+  }
+
+  // ---- exchanges
+
+  exchangeUpsert(params: {
+    name: string;
+    type: ExchangeType;
+    alternate: string | null;
+    now: number;
+  }): Promise<{ created: boolean; exchange: ExchangeRecord }> {
+    return this.commits.run(() => {
+      const existing = this.exchanges.get(params.name);
+      if (existing) {
+        if (existing.type !== params.type) {
+          throw new HopperError("exchange_type_mismatch", `Exchange "${params.name}" is ${existing.type}.`, {
+            type: existing.type,
+          });
+        }
+        const before = existing.alternate;
+        existing.alternate = params.alternate;
+        this.commits.onUndo(() => {
+          existing.alternate = before;
+        });
+        return { created: false, exchange: toExchangeRecord(existing) };
+      }
+      const exchange: ExchangeState = {
+        name: params.name,
+        type: params.type,
+        alternate: params.alternate,
+        createdAt: params.now,
+        bindings: new Map(),
+      };
+      this.exchanges.set(params.name, exchange);
+      this.commits.onUndo(() => this.exchanges.delete(params.name));
+      return { created: true, exchange: toExchangeRecord(exchange) };
+    });
+  }
+
+  async exchangeGet(params: { name: string }): Promise<ExchangeRecord | undefined> {
+    const exchange = this.exchanges.get(params.name);
+    return exchange && toExchangeRecord(exchange);
+  }
+
+  async exchangeList(): Promise<ExchangeRecord[]> {
+    return [...this.exchanges.values()].sort((a, b) => compareText(a.name, b.name)).map(toExchangeRecord);
+  }
+
+  exchangeDelete(params: { name: string }): Promise<void> {
+    return this.commits.run(() => {
+      const exchange = this.requireExchange(params.name);
+      const sources = this.sortedQueues()
+        .filter((queue) => {
+          const target = queue.attributes.deadLetter;
+          return target !== null && "exchange" in target && target.exchange === params.name;
+        })
+        .map((queue) => queue.name);
+      if (sources.length > 0) {
+        throw new HopperError(
+          "exchange_in_use",
+          `Exchange "${params.name}" is the dead-letter exchange of ${sources.join(", ")}.`,
+          { deadLetterSources: sources },
+        );
+      }
+      this.exchanges.delete(exchange.name);
+      this.commits.onUndo(() => this.exchanges.set(exchange.name, exchange));
+      this.deleteBindingsTo({ kind: "exchange", name: params.name });
+    });
+  }
+
+  private deleteBindingsTo(destination: BindingDestination): void {
+    for (const exchange of this.exchanges.values()) {
+      for (const [key, binding] of [...exchange.bindings]) {
+        if (binding.destination.kind === destination.kind && binding.destination.name === destination.name) {
+          this.removeBinding(exchange, key);
+        }
+      }
+    }
+  }
+
+  private removeBinding(exchange: ExchangeState, key: string): boolean {
+    const binding = exchange.bindings.get(key);
+    if (!binding) return false;
+    exchange.bindings.delete(key);
+    this.commits.onUndo(() => exchange.bindings.set(key, binding));
+    return true;
+  }
+
+  bindingUpsert(params: { exchange: string; destination: BindingDestination; pattern: string }): Promise<{
+    created: boolean;
+  }> {
+    return this.commits.run(() => {
+      const exchange = this.requireExchange(params.exchange);
+      if (params.destination.kind === "queue") this.requireQueue(params.destination.name);
+      else this.requireExchange(params.destination.name);
+      const key = bindingKey(params.destination, params.pattern);
+      if (exchange.bindings.has(key)) return { created: false };
+      exchange.bindings.set(key, { destination: { ...params.destination }, pattern: params.pattern });
+      this.commits.onUndo(() => exchange.bindings.delete(key));
+      return { created: true };
+    });
+  }
+
+  bindingDelete(params: { exchange: string; destination: BindingDestination; pattern: string }): Promise<{
+    deleted: boolean;
+  }> {
+    return this.commits.run(() => {
+      const exchange = this.requireExchange(params.exchange);
+      return { deleted: this.removeBinding(exchange, bindingKey(params.destination, params.pattern)) };
+    });
+  }
+}
+
+function leaseOf(
+  message: Message,
+): Pick<Message, "visibleAt" | "leaseToken" | "deliveryCount" | "firstDeliveredAt"> {
+  return {
+    visibleAt: message.visibleAt,
+    leaseToken: message.leaseToken,
+    deliveryCount: message.deliveryCount,
+    firstDeliveredAt: message.firstDeliveredAt,
+  };
+}
+
+/** What redrive-order.ts orders a message by. */
+function asOrderRow(message: Message): {
+  seq: number;
+  key: string | null;
+  group_key: string | null;
+  message: Message;
+} {
+  return { seq: message.seq, key: message.key, group_key: message.groupKey, message };
+}
+
+/**
+ * Visits a heap's items in order without changing it, as long as `visit` says "go": a second, small
+ * heap of positions holds the frontier (each visited item's children), so visiting k items costs
+ * O(k log k). "done" ends the walk.
+ */
+function inOrder<Item extends HeapSlot>(
+  items: readonly Item[],
+  before: (a: Item, b: Item) => boolean,
+  visit: (item: Item) => "go" | "done",
+): void {
+  if (items.length === 0) return;
+  const frontier = new IndexedHeap<{ heapIndex: number; at: number }>((a, b) =>
+    before(items[a.at] as Item, items[b.at] as Item),
+  );
+  frontier.push({ heapIndex: -1, at: 0 });
+  for (;;) {
+    const next = frontier.pop();
+    if (!next) return;
+    if (visit(items[next.at] as Item) === "done") return;
+    for (const child of [2 * next.at + 1, 2 * next.at + 2]) {
+      if (child < items.length) frontier.push({ heapIndex: -1, at: child });
+    }
+  }
+}
