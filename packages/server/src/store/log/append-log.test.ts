@@ -1,0 +1,597 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import {
+  appendFileSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type TestContext, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import * as zlib from "node:zlib";
+import {
+  AppendLog,
+  type AppendLogIo,
+  type AppendLogOptions,
+  fileIo,
+  frameHeaderBytes,
+  requireZlibCrc32,
+  type SegmentFile,
+  segmentHeaderBytes,
+} from "./append-log.js";
+import { crashRecord, crashRecordBytes } from "./append-log-crash-child.js";
+
+const childPath = fileURLToPath(new URL("./append-log-crash-child.js", import.meta.url));
+
+function tempDir(t: TestContext): string {
+  const dir = mkdtempSync(join(tmpdir(), "hopper-append-log-"));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** `size` bytes that differ with `seed`, so a record in the wrong place or with a wrong byte shows. */
+function payload(size: number, seed: number): Buffer {
+  const bytes = Buffer.alloc(size);
+  for (let index = 0; index < size; index++) bytes[index] = (seed * 131 + index * 7) & 0xff;
+  return bytes;
+}
+
+/** The frame of `record`, built here from the documented format rather than by the code under test. */
+function frame(record: Buffer): Buffer {
+  const length = Buffer.alloc(4);
+  length.writeUInt32LE(record.length);
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32LE(zlib.crc32(Buffer.concat([length, record])));
+  return Buffer.concat([length, crc, record]);
+}
+
+function noReplay(): void {
+  assert.fail("a new log replays nothing");
+}
+
+function openLog(options: AppendLogOptions): { log: AppendLog; records: Buffer[] } {
+  const records: Buffer[] = [];
+  const log = AppendLog.open(options, (record) => records.push(Buffer.from(record)));
+  return { log, records };
+}
+
+async function reopenRecords(options: AppendLogOptions): Promise<Buffer[]> {
+  const { log, records } = openLog(options);
+  await log.close();
+  return records;
+}
+
+function segmentNames(dir: string): string[] {
+  return readdirSync(dir)
+    .filter((name) => name.endsWith(".log"))
+    .sort();
+}
+
+function segmentPath(dir: string, seq: number): string {
+  return join(dir, `${String(seq).padStart(20, "0")}.log`);
+}
+
+function flipByte(path: string, offset: number): void {
+  const bytes = readFileSync(path);
+  bytes[offset] = (bytes[offset] ?? 0) ^ 0xff;
+  writeFileSync(path, bytes);
+}
+
+interface Deferred<T> {
+  promise: Promise<T>;
+  resolve: (value: T) => void;
+}
+
+function deferred<T = void>(): Deferred<T> {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((resolvePromise) => {
+    resolve = resolvePromise;
+  });
+  return { promise, resolve };
+}
+
+/** An io whose first fdatasync waits for `gate`; `firstSyncStarted` resolves when it is reached. */
+function gatedFirstSync(): {
+  io: Partial<AppendLogIo>;
+  firstSyncStarted: Deferred<void>;
+  gate: Deferred<void>;
+} {
+  const firstSyncStarted = deferred();
+  const gate = deferred();
+  let syncs = 0;
+  const io = {
+    async sync(file: SegmentFile) {
+      syncs += 1;
+      if (syncs === 1) {
+        firstSyncStarted.resolve();
+        await gate.promise;
+      }
+      await fileIo.sync(file);
+    },
+  };
+  return { io, firstSyncStarted, gate };
+}
+
+/** Appends `records`, flushing after every `perFlush` of them. */
+async function appendFlushing(log: AppendLog, records: readonly Buffer[], perFlush: number): Promise<void> {
+  for (let index = 0; index < records.length; index++) {
+    log.append(records[index] ?? assert.fail());
+    if ((index + 1) % perFlush === 0) await log.flush();
+  }
+  await log.flush();
+}
+
+test("records of 0 B, 1 B, 1 KiB and more than a segment replay exactly, in order, after a reopen", async (t) => {
+  const dir = tempDir(t);
+  const segmentBytesMax = 4096;
+  const written = [
+    payload(0, 1),
+    payload(1, 2),
+    payload(1024, 3),
+    payload(10_000, 4),
+    payload(1024, 5),
+    payload(0, 6),
+    payload(3000, 7),
+  ];
+  const log = AppendLog.open({ dir, segmentBytesMax }, noReplay);
+  for (const record of written.slice(0, 3)) log.append(record);
+  await log.flush();
+  for (const record of written.slice(3)) log.append(record);
+  await log.flush();
+  await log.close();
+
+  assert.deepEqual(await reopenRecords({ dir, segmentBytesMax }), written);
+  const sizes = segmentNames(dir).map((name) => statSync(join(dir, name)).size);
+  assert.ok(
+    sizes.some((size) => size >= segmentHeaderBytes + frameHeaderBytes + 10_000),
+    "the record larger than segmentBytesMax went whole into one segment",
+  );
+});
+
+test("a segment is a 28-byte header, then [u32 length][u32 crc32 of length and payload][payload] frames", async (t) => {
+  const dir = tempDir(t);
+  const log = AppendLog.open({ dir }, noReplay);
+  const records = [Buffer.from("hello"), Buffer.alloc(0), payload(300, 9)];
+  for (const record of records) log.append(record);
+  await log.flush();
+  assert.equal(log.bytes, segmentHeaderBytes + Buffer.concat(records.map(frame)).length);
+  await log.close();
+
+  assert.deepEqual(segmentNames(dir), ["00000000000000000001.log"]);
+  const bytes = readFileSync(segmentPath(dir, 1));
+  assert.equal(bytes.toString("latin1", 0, 4), "HOPL", "magic");
+  assert.equal(bytes.readUInt16LE(4), 1, "format version");
+  assert.equal(bytes.readUInt16LE(6), 0, "flags: not a base segment");
+  assert.equal(bytes.readBigUInt64LE(8), 1n, "seq");
+  assert.equal(bytes.readBigUInt64LE(16), 0n, "previousSeq: none");
+  assert.equal(bytes.readUInt32LE(24), zlib.crc32(bytes.subarray(0, 24)), "header crc");
+  assert.deepEqual(bytes.subarray(segmentHeaderBytes), Buffer.concat(records.map(frame)));
+});
+
+test("append copies the record: changing the caller's buffer afterwards does not change the log", async (t) => {
+  const dir = tempDir(t);
+  const log = AppendLog.open({ dir }, noReplay);
+  const record = payload(64, 5);
+  const original = Buffer.from(record);
+  log.append(record);
+  record.fill(0);
+  await log.flush();
+  await log.close();
+  assert.deepEqual(await reopenRecords({ dir }), [original]);
+});
+
+const tornTails: Array<[string, Buffer]> = [
+  ["a partial record", frame(payload(500, 77)).subarray(0, 100)],
+  ["a partial frame header", Buffer.from([9, 0, 0])],
+  ["garbage bytes", payload(37, 99)],
+  ["zero-filled bytes", Buffer.alloc(64)],
+];
+for (const [name, tail] of tornTails) {
+  test(`${name} at the end of the newest segment is truncated, and appends after recovery survive a reopen`, async (t) => {
+    const dir = tempDir(t);
+    const records = Array.from({ length: 5 }, (_, index) => payload(200 + index, index));
+    const log = AppendLog.open({ dir }, noReplay);
+    await appendFlushing(log, records, 2);
+    await log.close();
+    const path = segmentPath(dir, 1);
+    const intactBytes = statSync(path).size;
+    appendFileSync(path, tail);
+
+    const reopened = openLog({ dir });
+    assert.deepEqual(reopened.records, records);
+    assert.equal(statSync(path).size, intactBytes, "the torn tail is cut off");
+    const later = payload(123, 42);
+    reopened.log.append(later);
+    await reopened.log.flush();
+    await reopened.log.close();
+
+    assert.deepEqual(await reopenRecords({ dir }), [...records, later]);
+  });
+}
+
+test("a CRC mismatch in the newest segment's last record truncates the segment before that record", async (t) => {
+  const dir = tempDir(t);
+  const records = Array.from({ length: 4 }, (_, index) => payload(300, index));
+  const log = AppendLog.open({ dir }, noReplay);
+  await appendFlushing(log, records, 4);
+  await log.close();
+  const path = segmentPath(dir, 1);
+  const size = statSync(path).size;
+  flipByte(path, size - 1);
+
+  assert.deepEqual(await reopenRecords({ dir }), records.slice(0, 3));
+  assert.equal(statSync(path).size, size - frame(records[3] ?? assert.fail()).length);
+});
+
+test("a CRC mismatch in an older segment makes open throw, naming the file and offset, and changes nothing", async (t) => {
+  const dir = tempDir(t);
+  const segmentBytesMax = 256;
+  const log = AppendLog.open({ dir, segmentBytesMax }, noReplay);
+  await appendFlushing(
+    log,
+    Array.from({ length: 8 }, (_, index) => payload(100, index)),
+    1,
+  );
+  await log.close();
+  assert.ok(segmentNames(dir).length >= 3);
+  flipByte(segmentPath(dir, 1), segmentHeaderBytes + frameHeaderBytes + 5);
+  const sizesBefore = segmentNames(dir).map((name) => [name, statSync(join(dir, name)).size]);
+
+  assert.throws(
+    () => AppendLog.open({ dir, segmentBytesMax }, () => {}),
+    /00000000000000000001\.log at offset 28: a record fails its CRC; only the newest segment may end in a torn/,
+  );
+  assert.deepEqual(
+    segmentNames(dir).map((name) => [name, statSync(join(dir, name)).size]),
+    sizesBefore,
+  );
+});
+
+for (const [name, torn] of [
+  ["an empty", Buffer.alloc(0)],
+  ["a torn", Buffer.from("HOPL\x01\x00\x00")],
+] as const) {
+  test(`${name} newest segment header (a crash right after creating the file) is rewritten as an empty segment`, async (t) => {
+    const dir = tempDir(t);
+    const records = [payload(10, 1), payload(20, 2)];
+    const log = AppendLog.open({ dir }, noReplay);
+    await appendFlushing(log, records, 2);
+    await log.close();
+    writeFileSync(segmentPath(dir, 2), torn);
+
+    const reopened = openLog({ dir });
+    assert.deepEqual(reopened.records, records);
+    assert.equal(statSync(segmentPath(dir, 2)).size, segmentHeaderBytes, "a fresh header");
+    const later = payload(30, 3);
+    reopened.log.append(later);
+    await reopened.log.flush();
+    await reopened.log.close();
+
+    assert.deepEqual(segmentNames(dir), ["00000000000000000001.log", "00000000000000000002.log"]);
+    assert.deepEqual(await reopenRecords({ dir }), [...records, later]);
+  });
+}
+
+test("flush() calls made while a flush is in flight share one more write and one more fdatasync", async (t) => {
+  const dir = tempDir(t);
+  const { io, firstSyncStarted, gate } = gatedFirstSync();
+  const log = AppendLog.open({ dir, io }, noReplay);
+  const records = Array.from({ length: 21 }, (_, index) => payload(100, index));
+
+  log.append(records[0] ?? assert.fail());
+  const flushes = [log.flush()];
+  await firstSyncStarted.promise;
+  for (const record of records.slice(1)) {
+    log.append(record);
+    flushes.push(log.flush());
+  }
+  let resolved = 0;
+  for (const flush of flushes) void flush.then(() => resolved++);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(resolved, 0, "no flush resolves while the first fdatasync is held");
+  assert.deepEqual(log.stats, { writes: 1, syncs: 1, directorySyncs: 0 });
+
+  gate.resolve();
+  await Promise.all(flushes);
+  assert.equal(log.stats.writes, 2);
+  assert.equal(log.stats.syncs, 2);
+  await log.close();
+  assert.deepEqual(await reopenRecords({ dir }), records);
+});
+
+test("a flush resolves only after its record is written and fdatasync'ed", async (t) => {
+  const dir = tempDir(t);
+  const events: string[] = [];
+  const io: AppendLogIo = {
+    async write(file, buffers, position) {
+      await fileIo.write(file, buffers, position);
+      events.push("write");
+    },
+    async sync(file) {
+      await fileIo.sync(file);
+      events.push("sync");
+    },
+  };
+  const log = AppendLog.open({ dir, io }, noReplay);
+  for (let round = 0; round < 5; round++) {
+    events.length = 0;
+    const record = payload(100 + round, round);
+    log.append(record);
+    await log.flush().then(() => events.push("resolved"));
+    assert.deepEqual(events, ["write", "sync", "resolved"]);
+    const bytes = readFileSync(segmentPath(dir, 1));
+    assert.deepEqual(bytes.subarray(bytes.length - frameHeaderBytes - record.length), frame(record));
+  }
+  await log.close();
+});
+
+test("with a small segmentBytesMax the log rolls into several segments, fsyncs the directory for each, and replays them all", async (t) => {
+  const dir = tempDir(t);
+  const segmentBytesMax = 256;
+  const records = Array.from({ length: 20 }, (_, index) => payload(100, index));
+  const log = AppendLog.open({ dir, segmentBytesMax }, noReplay);
+  await appendFlushing(log, records, 2);
+  const names = segmentNames(dir);
+  assert.equal(log.stats.directorySyncs, names.length, "one directory fsync per segment created");
+  await log.close();
+
+  assert.ok(names.length >= 5, `${names.length} segments`);
+  assert.deepEqual(
+    names,
+    names.map((_, index) => `${String(index + 1).padStart(20, "0")}.log`),
+  );
+  for (const name of names) assert.ok(statSync(join(dir, name)).size <= segmentBytesMax, name);
+  assert.deepEqual(await reopenRecords({ dir, segmentBytesMax }), records);
+});
+
+test("rewrite leaves the snapshot followed by the records appended after its call, and deletes the older segments", async (t) => {
+  const dir = tempDir(t);
+  const segmentBytesMax = 256;
+  const log = AppendLog.open({ dir, segmentBytesMax }, noReplay);
+  await appendFlushing(
+    log,
+    Array.from({ length: 10 }, (_, index) => payload(100, index)),
+    2,
+  );
+  log.append(payload(100, 10)); // Appended before the rewrite and never flushed: the rewrite writes it.
+  const namesBefore = segmentNames(dir);
+
+  const snapshot = [payload(50, 100), payload(0, 101), payload(300, 102)];
+  const rewriting = log.rewrite(snapshot);
+  await assert.rejects(log.rewrite([]), /a rewrite is already running/);
+  const during = payload(80, 200);
+  log.append(during);
+  const flushed = log.flush();
+  await Promise.all([rewriting, flushed]);
+  const after = payload(90, 201);
+  log.append(after);
+  await log.flush();
+
+  const names = segmentNames(dir);
+  for (const name of namesBefore) assert.ok(!names.includes(name), `${name} is deleted`);
+  const baseBytes = readFileSync(join(dir, names[0] ?? assert.fail()));
+  assert.equal(baseBytes.readUInt16LE(6), 1, "the first segment is a base");
+  assert.equal(
+    log.bytes,
+    names.reduce((sum, name) => sum + statSync(join(dir, name)).size, 0),
+  );
+  await log.close();
+
+  assert.deepEqual(await reopenRecords({ dir, segmentBytesMax }), [...snapshot, during, after]);
+});
+
+test("rewrite called while a flush is in flight writes the records appended before it to the old segment before the base exists", async (t) => {
+  const dir = tempDir(t);
+  const events: string[] = [];
+  const gated = gatedFirstSync();
+  const io: AppendLogIo = {
+    async write(file, buffers, position) {
+      events.push(`write ${Number(file.fileName.slice(0, 20))}`);
+      await fileIo.write(file, buffers, position);
+    },
+    async sync(file) {
+      events.push(`sync ${Number(file.fileName.slice(0, 20))}`);
+      await (gated.io.sync ?? assert.fail())(file);
+    },
+  };
+  const log = AppendLog.open({ dir, io }, noReplay);
+  log.append(payload(10, 1));
+  const first = log.flush();
+  await gated.firstSyncStarted.promise;
+  log.append(payload(10, 2)); // Before the rewrite: it must reach segment 1 while segment 1 is still the tail.
+  const snapshot = [payload(40, 3)];
+  const rewriting = log.rewrite(snapshot);
+  const after = payload(10, 4);
+  log.append(after);
+  const second = log.flush();
+  gated.gate.resolve();
+  await Promise.all([first, rewriting, second]);
+  await log.close();
+
+  assert.equal(
+    events.filter((event) => event === "write 1").length,
+    2,
+    "both early records went to segment 1",
+  );
+  assert.ok(
+    events.indexOf("write 2") > events.lastIndexOf("sync 1"),
+    "the base is created after segment 1 is durable",
+  );
+  assert.ok(
+    events.indexOf("write 3") > events.indexOf("sync 2"),
+    "segment 3 starts after the base header is durable",
+  );
+  assert.deepEqual(segmentNames(dir), ["00000000000000000002.log", "00000000000000000003.log"]);
+  assert.deepEqual(await reopenRecords({ dir }), [...snapshot, after]);
+});
+
+test("a base segment without its marker (a rewrite that failed mid-snapshot) is ignored and deleted on open; the older segments are used", async (t) => {
+  const dir = tempDir(t);
+  const snapshotWriteReached = deferred();
+  const failSnapshotWrite = deferred();
+  const io: Partial<AppendLogIo> = {
+    async write(file, buffers, position) {
+      // The base segment is 2; its header is written at 0, its snapshot after it.
+      if (file.fileName === "00000000000000000002.log" && position > 0) {
+        snapshotWriteReached.resolve();
+        await failSnapshotWrite.promise;
+        throw Object.assign(new Error("EIO: i/o error, write"), { code: "EIO" });
+      }
+      await fileIo.write(file, buffers, position);
+    },
+  };
+  const log = AppendLog.open({ dir, io }, noReplay);
+  const early = [payload(10, 1), payload(20, 2), payload(30, 3)];
+  await appendFlushing(log, early, 3);
+  const rewriting = log.rewrite([payload(99, 9)]);
+  const during = payload(40, 4);
+  log.append(during);
+  await log.flush(); // Goes to segment 3 while the snapshot is still being written.
+  await snapshotWriteReached.promise;
+  failSnapshotWrite.resolve();
+  await assert.rejects(rewriting, /EIO.*refuses appends/s);
+  assert.throws(() => log.append(payload(1, 5)), /refuses appends/);
+  await log.close();
+  assert.deepEqual(segmentNames(dir), [
+    "00000000000000000001.log",
+    "00000000000000000002.log",
+    "00000000000000000003.log",
+  ]);
+
+  assert.deepEqual(await reopenRecords({ dir }), [...early, during]);
+  assert.deepEqual(segmentNames(dir), ["00000000000000000001.log", "00000000000000000003.log"]);
+  assert.deepEqual(await reopenRecords({ dir }), [...early, during]);
+});
+
+test("a damaged base segment whose older segments are gone makes open throw instead of replaying around it", async (t) => {
+  const dir = tempDir(t);
+  const log = AppendLog.open({ dir }, noReplay);
+  await appendFlushing(log, [payload(10, 1), payload(10, 2)], 2);
+  await log.rewrite([payload(50, 3), payload(50, 4)]);
+  log.append(payload(10, 5));
+  await log.flush();
+  await log.close();
+  assert.deepEqual(segmentNames(dir), ["00000000000000000002.log", "00000000000000000003.log"]);
+  flipByte(segmentPath(dir, 2), segmentHeaderBytes + frameHeaderBytes + 10);
+
+  assert.throws(
+    () => AppendLog.open({ dir }, () => {}),
+    /00000000000000000002\.log at offset 0: follows 00000000000000000001\.log, but the log holds no segment before it/,
+  );
+  assert.deepEqual(
+    segmentNames(dir),
+    ["00000000000000000002.log", "00000000000000000003.log"],
+    "nothing deleted",
+  );
+});
+
+test("a segment missing from the middle of the log makes open throw", async (t) => {
+  const dir = tempDir(t);
+  const segmentBytesMax = 256;
+  const log = AppendLog.open({ dir, segmentBytesMax }, noReplay);
+  await appendFlushing(
+    log,
+    Array.from({ length: 6 }, (_, index) => payload(100, index)),
+    2,
+  );
+  await log.close();
+  unlinkSync(segmentPath(dir, 2));
+
+  assert.throws(
+    () => AppendLog.open({ dir, segmentBytesMax }, () => {}),
+    /00000000000000000003\.log at offset 0: follows 00000000000000000002\.log, but the log holds 00000000000000000001\.log before it: a segment .* is missing/,
+  );
+});
+
+test("a failed write rejects every pending flush, and the log refuses appends until it is reopened", async (t) => {
+  const dir = tempDir(t);
+  let writes = 0;
+  const io: Partial<AppendLogIo> = {
+    async write(file, buffers, position) {
+      writes += 1;
+      if (writes === 2) throw Object.assign(new Error("EIO: i/o error, write"), { code: "EIO" });
+      await fileIo.write(file, buffers, position);
+    },
+  };
+  const log = AppendLog.open({ dir, io }, noReplay);
+  const durable = payload(10, 1);
+  log.append(durable);
+  await log.flush();
+
+  log.append(payload(10, 2));
+  const failing = log.flush();
+  log.append(payload(10, 3));
+  const queued = log.flush();
+  await assert.rejects(failing, /EIO: i\/o error, write\. The tail of the log on disk is now unknown/);
+  await assert.rejects(queued, /refuses appends/);
+  assert.throws(() => log.append(payload(10, 4)), /refuses appends, flushes and rewrites; reopen it/);
+  await assert.rejects(log.flush(), /refuses appends/);
+  await assert.rejects(log.rewrite([]), /refuses appends/);
+  await log.close();
+
+  assert.deepEqual(await reopenRecords({ dir }), [durable]);
+});
+
+test("open fails loudly on a Node without zlib.crc32", () => {
+  assert.throws(() => requireZlibCrc32({}), /needs zlib\.crc32 \(Node 20\.15 or later\)/);
+  assert.doesNotThrow(() => requireZlibCrc32(zlib));
+});
+
+/** How long the child runs after its first report before it is killed. */
+const crashAfterMs = 300;
+
+test("a child killed by SIGKILL mid-append keeps every record it reported durable, in order, with nothing torn left behind", async (t) => {
+  const dir = tempDir(t);
+  const child = spawn(process.execPath, [childPath, dir], { stdio: ["ignore", "pipe", "inherit"] });
+  const closed = once(child, "close");
+  let reportedMax = 0;
+  let pending = "";
+  const firstReport = deferred();
+  child.stdout.setEncoding("utf8");
+  child.stdout.on("data", (text: string) => {
+    pending += text;
+    const lines = pending.split("\n");
+    pending = lines.pop() ?? "";
+    for (const line of lines) {
+      const number = Number(line);
+      assert.ok(number > reportedMax, "the child reports increasing numbers");
+      reportedMax = number;
+    }
+    if (reportedMax > 0) firstReport.resolve();
+  });
+  await Promise.race([
+    firstReport.promise,
+    closed.then(() => assert.fail("the child exited before reporting")),
+  ]);
+  await new Promise((resolve) => setTimeout(resolve, crashAfterMs));
+  child.kill("SIGKILL");
+  const [, signal] = await closed;
+  assert.equal(signal, "SIGKILL", "the child was running until killed");
+
+  const recovered = await reopenRecords({ dir });
+  assert.ok(
+    recovered.length >= reportedMax,
+    `recovered ${recovered.length} records, the child reported ${reportedMax}`,
+  );
+  recovered.forEach((record, index) => {
+    assert.equal(record.length, crashRecordBytes);
+    assert.ok(record.equals(crashRecord(index + 1)), `record ${index + 1} is intact and in its place`);
+  });
+  assert.deepEqual(await reopenRecords({ dir }), recovered, "a second reopen gives the same records");
+
+  // A record appended now lands right after the recovered ones: any garbage left between them would
+  // hide it from the next recovery.
+  const { log } = openLog({ dir });
+  const next = crashRecord(recovered.length + 1);
+  log.append(next);
+  await log.flush();
+  await log.close();
+  assert.deepEqual(await reopenRecords({ dir }), [...recovered, next]);
+});
