@@ -85,6 +85,13 @@ export const limits = {
    * checkpoint thread has copied nearly all of them by then; under steady writes this is where the
    * WAL restarts (docs/architecture.md). */
   walBackstopPages: 10_000,
+  /** The log store's segment files roll past this size (docs/log-store.md). */
+  logSegmentBytesMax: 64 * 1024 * 1024,
+  /** The log store compacts only once its log holds at least this many bytes... */
+  logCompactBytesMin: 64 * 1024 * 1024,
+  /** ...and this many times what a snapshot of its state would write, so that a compaction (which
+   * writes the live state) costs at most a quarter of what was appended since the last one. */
+  logCompactRatio: 4,
 
   queuesMax: 10_000,
   /** Queues the listing (GET /v1/queues, each /metrics scrape) reads per turn of the event loop, one

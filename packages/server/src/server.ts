@@ -12,6 +12,7 @@ import { Metrics } from "./observability/metrics.js";
 import { buildHttpApp } from "./protocols/http/app.js";
 import { registerWebSocketEndpoint } from "./protocols/ws/endpoint.js";
 import { type Random, systemRandom } from "./random.js";
+import { LogStore } from "./store/log/log-store.js";
 import { PostgresStore } from "./store/postgres/postgres-store.js";
 import { type Durability, SqliteStore } from "./store/sqlite/sqlite-store.js";
 import type { Store } from "./store/store.js";
@@ -28,6 +29,8 @@ export interface ServerOptions {
   durability?: Durability;
   /** A postgres:// URL: state lives in PostgreSQL, shared with every node given the same URL. */
   postgresUrl?: string;
+  /** A directory: state lives in memory and in an append-only log there (docs/log-store.md). */
+  logDir?: string;
   /** The PostgreSQL schema of Hopper's tables (default "hopper"). */
   postgresSchema?: string;
   apiKeys?: readonly string[];
@@ -56,7 +59,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         ...(options.postgresSchema && { schema: options.postgresSchema }),
         random,
       })
-    : new SqliteStore({ path: options.dataPath, durability: options.durability ?? "fsync", random });
+    : options.logDir
+      ? LogStore.open({ dir: options.logDir, random })
+      : new SqliteStore({ path: options.dataPath, durability: options.durability ?? "fsync", random });
   const logger = options.logLevel === false ? false : { level: options.logLevel ?? "warn" };
   const broker = new QueueBroker(store, clock, random, {
     info: () => {},

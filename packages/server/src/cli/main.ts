@@ -12,14 +12,16 @@ program.name("hopper").description("Hopper, a durable message broker").version("
 
 program
   .command("serve")
-  .description("run the broker on an embedded SQLite file, or as one of many nodes over PostgreSQL")
+  .description(
+    "run the broker on an embedded SQLite file, on an append-only log, or as one of many nodes over PostgreSQL",
+  )
   .option("--host <host>", "address to listen on", process.env.HOPPER_HOST ?? "127.0.0.1")
   .option("--port <port>", "port to listen on (0 picks a free one)", process.env.HOPPER_PORT ?? "7171")
   .option("--data <file>", "SQLite data file", process.env.HOPPER_DATA ?? "./hopper-data/hopper.db")
   .option("--durability <mode>", "fsync (survives power loss) or os (survives process crash)", "fsync")
   .option(
     "--store <url>",
-    "postgres://… to keep state in PostgreSQL instead of --data",
+    "postgres://… to keep state in PostgreSQL, or log:<directory> for the log store, instead of --data",
     process.env.HOPPER_STORE,
   )
   .option(

@@ -3,6 +3,9 @@ import { resolve } from "node:path";
 import { startServer } from "../server.js";
 import type { Durability } from "../store/sqlite/sqlite-store.js";
 
+/** `--store log:<directory>`: the log store (docs/log-store.md). */
+const logScheme = "log:";
+
 export interface ServeFlags {
   host: string;
   port: string;
@@ -28,8 +31,20 @@ export async function serve(flags: ServeFlags): Promise<void> {
       .map((key) => key.trim())
       .filter(Boolean),
   ];
-  if (flags.store !== undefined && !/^postgres(ql)?:\/\//.test(flags.store)) {
-    throw new Error(`--store takes a postgres:// URL, not "${flags.store}"; for SQLite use --data.`);
+  const logDir = flags.store?.startsWith(logScheme)
+    ? resolve(flags.store.slice(logScheme.length))
+    : undefined;
+  const postgresUrl = logDir === undefined ? flags.store : undefined;
+  if (postgresUrl !== undefined && !/^postgres(ql)?:\/\//.test(postgresUrl)) {
+    throw new Error(
+      `--store takes a postgres:// URL or log:<directory>, not "${flags.store}"; for SQLite use --data.`,
+    );
+  }
+  if (logDir !== undefined && logDir === resolve("")) {
+    throw new Error("--store log: needs a directory, as in log:./hopper-log");
+  }
+  if (logDir !== undefined && flags.durability !== "fsync") {
+    throw new Error("The log store always fsyncs before it confirms; --durability applies to SQLite.");
   }
   const dataPath = flags.data === ":memory:" ? flags.data : resolve(flags.data);
   const server = await startServer({
@@ -37,13 +52,16 @@ export async function serve(flags: ServeFlags): Promise<void> {
     port,
     dataPath,
     durability: flags.durability as Durability,
-    ...(flags.store && { postgresUrl: flags.store, postgresSchema: flags.pgSchema }),
+    ...(postgresUrl && { postgresUrl, postgresSchema: flags.pgSchema }),
+    ...(logDir && { logDir }),
     apiKeys,
     logLevel: flags.logLevel,
   });
-  const store = flags.store
-    ? `PostgreSQL ${redactPassword(flags.store)} (schema ${flags.pgSchema})`
-    : `SQLite ${dataPath} (durability ${flags.durability})`;
+  const store = postgresUrl
+    ? `PostgreSQL ${redactPassword(postgresUrl)} (schema ${flags.pgSchema})`
+    : logDir
+      ? `log ${logDir} (fsync)`
+      : `SQLite ${dataPath} (durability ${flags.durability})`;
   const auth = server.apiKeys.configured
     ? `${apiKeys.length} API key(s) configured; send Authorization: Bearer <key>`
     : "no API keys configured: serving loopback clients only (set --api-key or HOPPER_API_KEYS)";

@@ -5,8 +5,14 @@
  * whole.
  */
 import assert from "node:assert/strict";
-import { test } from "node:test";
-import { createTempDir, type ServerProcess, startServerProcess } from "../testing/server-process.js";
+import { type TestContext, test } from "node:test";
+import {
+  createTempDir,
+  type ServerProcess,
+  type ServerProcessOptions,
+  startServerProcess,
+  type TempDir,
+} from "../testing/server-process.js";
 
 const queue = "crash";
 const requestTimeoutMs = 10_000;
@@ -121,9 +127,23 @@ async function receiveExactly(server: ServerProcess, count: number, leaseMs: num
   return leased;
 }
 
-test("kill -9: confirmed messages survive exactly once, acked ones never return", async (t) => {
+/** Each store that keeps state on this machine, and how a server is started on it in a directory. */
+const stores: { name: string; options: (dir: TempDir) => ServerProcessOptions }[] = [
+  { name: "SQLite", options: (dir) => ({ dataFile: dir.file("hopper.db") }) },
+  { name: "log store", options: (dir) => ({ store: `log:${dir.file("log")}` }) },
+];
+
+for (const { name, options } of stores) {
+  test(`kill -9 (${name}): confirmed messages survive exactly once, acked ones never return`, (t) =>
+    crashAndRecover(t, options));
+}
+
+async function crashAndRecover(
+  t: TestContext,
+  options: (dir: TempDir) => ServerProcessOptions,
+): Promise<void> {
   const dir = createTempDir();
-  let server = await startServerProcess({ dataFile: dir.file("hopper.db") });
+  let server = await startServerProcess(options(dir));
   try {
     const put = await fetch(`${server.url}/v1/queues/${queue}`, {
       method: "PUT",
@@ -209,7 +229,7 @@ test("kill -9: confirmed messages survive exactly once, acked ones never return"
     assert.ok(inFlightAtKill > 0, "the kill came while publishes were in flight");
 
     // Phase 5: restart on the same file and drain everything.
-    server = await startServerProcess({ dataFile: dir.file("hopper.db") });
+    server = await startServerProcess(options(dir));
     const drained = new Map<string, Received>();
     const deadline = Date.now() + drainDeadlineMs;
     for (;;) {
@@ -254,4 +274,4 @@ test("kill -9: confirmed messages survive exactly once, acked ones never return"
     await server.kill9();
     dir.remove();
   }
-});
+}

@@ -32,7 +32,8 @@ export interface ServerProcessOptions {
   dataFile?: string;
   durability?: "fsync" | "os";
   apiKeys?: readonly string[];
-  /** A postgres:// URL (`--store`): the node keeps its state there, shared with every node on it. */
+  /** `--store`: a postgres:// URL (the node keeps its state there, shared with every node on it), or
+   * log:<directory> for the log store. */
   store?: string;
   /** The PostgreSQL schema (`--pg-schema`); one per test run, so runs never see each other's rows. */
   pgSchema?: string;
@@ -126,7 +127,7 @@ export async function startServerProcess(options: ServerProcessOptions): Promise
     throw new Error(`${mainPath} is missing; build first: npx tsc -b packages/server`);
   }
   if (options.dataFile === undefined && options.store === undefined) {
-    throw new Error("a server process needs a dataFile (SQLite) or a store (postgres:// URL)");
+    throw new Error("a server process needs a dataFile (SQLite) or a store (postgres:// URL or log:<dir>)");
   }
   const args = [mainPath, "serve", "--port", "0"];
   if (options.dataFile !== undefined) args.push("--data", options.dataFile);

@@ -1,8 +1,368 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
 import { seededRandom } from "../../random.js";
+import { attributes, message, t0 } from "../conformance-fixtures.js";
+import { decodeReceipt } from "../receipts.js";
+import { type MessageState, noSendPolicy, type Store, sendPolicyOf } from "../store.js";
 import { exerciseStore } from "../store-conformance.js";
+import { fileIo } from "./append-log.js";
 import { LogStore } from "./log-store.js";
+
+const dirs: string[] = [];
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "hopper-log-store-"));
+  dirs.push(dir);
+  return dir;
+}
+process.on("exit", () => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
 
 exerciseStore({
   name: "log (in memory)",
   create: async () => new LogStore({ random: seededRandom(7) }),
+});
+
+// The same suite with every change written to a log on disk: each primitive's record is encoded, and
+// every answer waits for its fsync.
+exerciseStore({
+  name: "log (on disk)",
+  create: async () => LogStore.open({ dir: tempDir(), random: seededRandom(7) }),
+});
+
+const states: MessageState[] = ["available", "delayed", "in-flight"];
+
+/** Everything the Store's reads can tell about its state at `now`. */
+async function dump(store: Store, now: number): Promise<unknown> {
+  const queues = await store.queueListWithDepth({ now });
+  const messages: Record<string, unknown> = {};
+  const next: Record<string, unknown> = {};
+  for (const { queue } of queues) {
+    for (const state of states) {
+      messages[`${queue.name}/${state}`] = await store.queuePeek({
+        queue: queue.name,
+        state,
+        limit: 10_000,
+        now,
+      });
+    }
+    next[queue.name] = await store.queueNextEvents({ queue: queue.name, now });
+  }
+  return { queues, messages, next, exchanges: await store.exchangeList() };
+}
+
+/** Sends one message with `dedupId` into "dd" (window 60 s); answers the id that stands for it. */
+async function sendDeduplicated(store: Store, dedupId: string, now: number): Promise<string> {
+  const policy = sendPolicyOf({ ...attributes, dedupWindowMs: 60_000 }, null);
+  const [outcome] = await store.queueSendMany({
+    now,
+    sends: [{ queue: "dd", policy, messages: [message({ dedupId })] }],
+  });
+  return outcome?.ids[0] as string;
+}
+
+/** Sends one message into `queue` and leases it; answers its seq, from the receipt. */
+async function sendAndLease(store: Store, queue: string, now: number): Promise<number> {
+  await store.queueSendMany({ now, sends: [{ queue, policy: noSendPolicy, messages: [message()] }] });
+  const { messages } = await store.queueLease({
+    queue,
+    max: 1,
+    now,
+    leaseExpiresAt: now + 1000,
+    expiredBefore: 0,
+    inFlightMax: 10,
+    deadLetter: null,
+  });
+  const decoded = decodeReceipt(messages[0]?.receipt ?? "");
+  assert.ok(decoded);
+  return decoded.seq;
+}
+
+/**
+ * Drives every kind of change through the Store: queues of each kind and policy, exchanges and
+ * bindings, sends with hand-offs, duplicates and overflow, leases, acks, nacks, extends, dead
+ * letters, a redrive, expiry, a purge and deletes. Answers receipts still held at the end.
+ */
+async function scenario(store: Store): Promise<{ held: string[]; firstX: string }> {
+  const now = t0 + 1000;
+  const dlq = { queue: "dlq", maxDeliveries: 2 };
+  await store.queueUpsert({ name: "dlq", kind: "standard", attributes, now: t0 });
+  await store.queueUpsert({
+    name: "std",
+    kind: "standard",
+    attributes: { ...attributes, deadLetter: dlq },
+    now: t0,
+  });
+  await store.queueUpsert({ name: "fifo", kind: "fifo", attributes, now: t0 });
+  const dedup = { ...attributes, dedupWindowMs: 60_000 };
+  await store.queueUpsert({ name: "dd", kind: "standard", attributes: dedup, now: t0 });
+  const overflow = { ...attributes, maxDepth: 3, overflow: "drop-oldest" as const };
+  await store.queueUpsert({ name: "ov", kind: "standard", attributes: overflow, now: t0 });
+  for (const name of ["tmp", "gone"])
+    await store.queueUpsert({ name, kind: "standard", attributes, now: t0 });
+  await store.queueUpsert({
+    name: "std",
+    kind: "standard",
+    attributes: { ...attributes, deadLetter: dlq, delayMs: 5 },
+    now: t0,
+  });
+
+  await store.exchangeUpsert({ name: "ex", type: "topic", alternate: null, now: t0 });
+  await store.exchangeUpsert({ name: "ex", type: "topic", alternate: "dlq", now: t0 });
+  await store.exchangeUpsert({ name: "ex2", type: "fanout", alternate: null, now: t0 });
+  await store.bindingUpsert({ exchange: "ex", destination: { kind: "queue", name: "std" }, pattern: "a.*" });
+  await store.bindingUpsert({ exchange: "ex", destination: { kind: "queue", name: "gone" }, pattern: "#" });
+  await store.bindingUpsert({ exchange: "ex", destination: { kind: "exchange", name: "ex2" }, pattern: "b" });
+  await store.bindingUpsert({ exchange: "ex2", destination: { kind: "queue", name: "dlq" }, pattern: "" });
+  await store.bindingDelete({ exchange: "ex", destination: { kind: "exchange", name: "ex2" }, pattern: "b" });
+  await store.exchangeUpsert({ name: "ex3", type: "direct", alternate: null, now: t0 });
+  await store.exchangeDelete({ name: "ex3" });
+
+  const json = { ...message({ body: '{"a":[1,"é"]}' }), contentType: "application/json" };
+  await store.queueSendMany({
+    now,
+    sends: [
+      {
+        queue: "std",
+        policy: noSendPolicy,
+        messages: [
+          json,
+          message({ priority: 3 }),
+          message({ visibleAt: now + 60_000 }),
+          ...Array.from({ length: 8 }, () => message()),
+        ],
+      },
+      {
+        queue: "fifo",
+        policy: noSendPolicy,
+        messages: ["a", "b", "a", "a", "b"].map((key) => message({ key })),
+      },
+      { queue: "tmp", policy: noSendPolicy, messages: [message(), message()] },
+      { queue: "gone", policy: noSendPolicy, messages: [message()] },
+    ],
+  });
+  const handoff = { max: 2, leaseExpiresAt: now + 30_000, inFlightMax: 100 };
+  const [handed] = await store.queueSendMany({
+    now,
+    sends: [{ queue: "std", policy: noSendPolicy, messages: [message(), message()], handoff }],
+  });
+  const firstX = await sendDeduplicated(store, "x", now);
+  for (const dedupId of ["y", "x"]) await sendDeduplicated(store, dedupId, now);
+  for (let i = 0; i < 5; i++) {
+    await store.queueSendMany({
+      now,
+      sends: [
+        { queue: "ov", policy: sendPolicyOf(overflow, null), messages: [message({ publishedAt: now + i })] },
+      ],
+    });
+  }
+
+  const lease = (queue: string, max: number, at = now) =>
+    store.queueLease({
+      queue,
+      max,
+      now: at,
+      leaseExpiresAt: at + 30_000,
+      expiredBefore: at - attributes.retentionMs,
+      inFlightMax: 1000,
+      deadLetter: queue === "std" ? { queues: ["dlq"], maxDeliveries: 2 } : null,
+    });
+  const first = await lease("std", 6);
+  const receipts = first.messages.map((m) => m.receipt);
+  await store.queueAck({ queue: "std", receipts: receipts.slice(0, 2) });
+  const retry = () => 10;
+  await store.queueNack({
+    queue: "std",
+    receipts: receipts.slice(2, 4),
+    now,
+    retryDelayMs: retry,
+    deadLetter: null,
+  });
+  await store.queueExtend({ queue: "std", receipts: receipts.slice(4, 5), leaseExpiresAt: now + 90_000 });
+  // Twice more past each lease: the nacked messages reach their last delivery and are dead-lettered.
+  const second = await lease("std", 3, now + 20);
+  await store.queueNack({
+    queue: "std",
+    receipts: second.messages.map((m) => m.receipt),
+    now: now + 20,
+    retryDelayMs: retry,
+    deadLetter: { queues: ["dlq"], maxDeliveries: 2 },
+  });
+  const heads = await lease("fifo", 5);
+  await store.queueAck({ queue: "fifo", receipts: heads.messages.slice(0, 1).map((m) => m.receipt) });
+  await store.queueMove({
+    queue: "dlq",
+    to: "std",
+    max: 1,
+    now: now + 30,
+    policies: new Map([["std", noSendPolicy]]),
+  });
+  await store.queueExpire({ queue: "ov", expiredBefore: now + 1, max: 1, now: now + 120_000 });
+  await store.queuePurge({ queue: "tmp" });
+  await store.queueDelete({ name: "gone" });
+  const held = [
+    ...receipts.slice(4, 6),
+    ...(handed?.leased.map((m) => m.receipt) ?? []),
+    ...heads.messages.slice(1).map((m) => `fifo:${m.receipt}`),
+  ];
+  return { held, firstX };
+}
+
+test("log store: reopening replays the log into the same state, leases and all", async () => {
+  const dir = tempDir();
+  const store = LogStore.open({ dir, random: seededRandom(1) });
+  const { held, firstX } = await scenario(store);
+  const at = t0 + 2000;
+  const before = await dump(store, at);
+  await store.close();
+
+  const reopened = LogStore.open({ dir, random: seededRandom(2) });
+  assert.deepEqual(await dump(reopened, at), before);
+  assert.equal(await sendDeduplicated(reopened, "x", at), firstX, "the dedupId is remembered");
+  // Leases held before the restart are still the latest: their receipts ack.
+  const results = await Promise.all(
+    held.map((receipt) =>
+      receipt.startsWith("fifo:")
+        ? reopened.queueAck({ queue: "fifo", receipts: [receipt.slice(5)] })
+        : reopened.queueAck({ queue: "std", receipts: [receipt] }),
+    ),
+  );
+  assert.deepEqual(
+    results.flat(),
+    held.map(() => ({ ok: true })),
+  );
+  // New messages take seqs after every one the log has seen, so no receipt can name two messages.
+  await reopened.queueSendMany({
+    now: at,
+    sends: [{ queue: "dd", policy: noSendPolicy, messages: [message()] }],
+  });
+  await reopened.close();
+  const third = LogStore.open({ dir, random: seededRandom(3) });
+  assert.deepEqual(
+    (await third.queueGet({ name: "std" }))?.counters.acked,
+    ((before as { queues: { queue: { name: string; counters: { acked: number } } }[] }).queues.find(
+      (entry) => entry.queue.name === "std",
+    )?.queue.counters.acked ?? 0) + 4,
+  );
+  await third.close();
+});
+
+test("log store: compaction rewrites the log as the state, and the state survives it", async () => {
+  const dir = tempDir();
+  // Compact whenever the log holds four times the live state, however small.
+  const store = LogStore.open({ dir, random: seededRandom(1), compactBytesMin: 1 });
+  const { held, firstX } = await scenario(store);
+  assert.ok(store.logStats.compactions > 0, "the scenario's log outgrew four times its state");
+  // The newest message leaves before the snapshot: its seq must still never be given again.
+  const newest = await sendAndLease(store, "tmp", t0 + 1500);
+  await store.queuePurge({ queue: "tmp" });
+  // And once more at the end, so that the last snapshot holds everything the scenario made.
+  const compactions = store.logStats.compactions;
+  await store.compact();
+  assert.equal(store.logStats.compactions, compactions + 1);
+  const at = t0 + 2000;
+  const before = await dump(store, at);
+  await store.close();
+
+  const reopened = LogStore.open({ dir, random: seededRandom(2) });
+  assert.deepEqual(await dump(reopened, at), before);
+  assert.equal(await sendDeduplicated(reopened, "x", at), firstX, "the dedupId is remembered");
+  const [receipt] = held;
+  assert.deepEqual(await reopened.queueAck({ queue: "std", receipts: [receipt as string] }), [{ ok: true }]);
+  assert.ok((await sendAndLease(reopened, "tmp", at)) > newest, "a seq is never given twice");
+  await reopened.close();
+});
+
+test("log store: a call that fails writes nothing to the log", async () => {
+  const dir = tempDir();
+  const store = LogStore.open({ dir, random: seededRandom(1) });
+  await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
+  const full = sendPolicyOf({ ...attributes, maxDepth: 1 }, null);
+  await assert.rejects(
+    store.queueSendMany({
+      now: t0,
+      sends: [
+        { queue: "q", policy: noSendPolicy, messages: [message()] },
+        { queue: "q", policy: full, messages: [message()] },
+      ],
+    }),
+  );
+  await store.close();
+  const reopened = LogStore.open({ dir, random: seededRandom(2) });
+  const record = await reopened.queueGet({ name: "q" });
+  assert.equal(record?.counters.published, 0);
+  assert.equal((await reopened.queueDepth({ name: "q", now: t0 })).available, 0);
+  await reopened.close();
+});
+
+test("log store: no answer, write or read, leaves before the fdatasync of what it saw", async () => {
+  let release: () => void = () => {};
+  let syncs = 0;
+  const store = LogStore.open({
+    dir: tempDir(),
+    random: seededRandom(1),
+    io: {
+      sync: async () => {
+        syncs++;
+        await new Promise<void>((resolve) => {
+          release = resolve;
+        });
+      },
+    },
+  });
+  const settled = (promise: Promise<unknown>) => {
+    const state = { done: false };
+    promise.then(() => {
+      state.done = true;
+    });
+    return state;
+  };
+  const turns = async (n: number) => {
+    for (let turn = 0; turn < n; turn++) await new Promise((resolve) => setImmediate(resolve));
+  };
+  const upsert = settled(store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 }));
+  const read = settled(store.queueGet({ name: "q" }));
+  // The write before the fdatasync runs on the thread pool: wait for the fdatasync to begin.
+  for (let turn = 0; turn < 100_000 && syncs === 0; turn++) await turns(1);
+  await turns(5);
+  assert.equal(syncs, 1, "one fdatasync for the turn's records");
+  assert.deepEqual([upsert.done, read.done], [false, false], "nothing answered before the fdatasync");
+  release();
+  for (let turn = 0; turn < 100_000 && !(upsert.done && read.done); turn++) await turns(1);
+  assert.deepEqual([upsert.done, read.done], [true, true]);
+  const closing = store.close();
+  await turns(2);
+  release();
+  await closing;
+});
+
+test("log store: a failed write stops the store; the log keeps what was answered", async () => {
+  const dir = tempDir();
+  let fail = false;
+  const store = LogStore.open({
+    dir,
+    random: seededRandom(1),
+    io: {
+      write: async (file, buffers, position) => {
+        if (fail) throw new Error("EIO (injected)");
+        await fileIo.write(file, buffers, position);
+      },
+    },
+  });
+  await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
+  fail = true;
+  await assert.rejects(
+    store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages: [message()] }] }),
+    /log store stopped/,
+  );
+  fail = false;
+  await assert.rejects(store.queueGet({ name: "q" }), /log store stopped/);
+  await assert.rejects(store.ping(), /log store stopped/);
+  await store.close().catch(() => {});
+  const reopened = LogStore.open({ dir, random: seededRandom(2) });
+  assert.equal((await reopened.queueGet({ name: "q" }))?.counters.published, 0);
+  await reopened.close();
 });

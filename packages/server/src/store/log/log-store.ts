@@ -48,10 +48,25 @@ import {
   type StoreEvent,
   zeroCounters,
 } from "../store.js";
+import { AppendLog, type AppendLogOptions } from "./append-log.js";
+import { Commits } from "./commits.js";
 import { type HeapSlot, IndexedHeap } from "./indexed-heap.js";
+import {
+  decodeRecord,
+  encodeDelete,
+  encodeInsert,
+  encodeJson,
+  encodeLease,
+  encodeSeqFloor,
+  type InsertHead,
+  type LeaseFields,
+  recordType,
+} from "./records.js";
 
 export interface LogStoreOptions {
   random: Random;
+  /** Compaction waits for the log to reach at least this size (default limits.logCompactBytesMin). */
+  compactBytesMin?: number;
 }
 
 const jsonContentType = "application/json";
@@ -172,74 +187,188 @@ function toExchangeRecord(exchange: ExchangeState): ExchangeRecord {
   };
 }
 
-/**
- * Calls apply at once and answer at the end of the turn, together; a call that throws is undone
- * first. (The log will flush between applying and answering.)
- */
-class Commits {
-  private undo: (() => void)[] | undefined;
-  private answers: (() => void)[] = [];
-  private scheduled = false;
-  private closed = false;
-
-  run<T>(job: () => T): Promise<T> {
-    if (this.closed) return Promise.reject(new Error("the store is closed"));
-    invariant(this.undo === undefined, "a store call ran inside another");
-    this.undo = [];
-    let value: T;
-    try {
-      value = job();
-    } catch (error) {
-      const undo = this.undo;
-      this.undo = undefined;
-      for (let i = undo.length - 1; i >= 0; i--) (undo[i] as () => void)();
-      return Promise.reject(error);
-    }
-    this.undo = undefined;
-    return new Promise<T>((resolve) => {
-      this.answers.push(() => resolve(value));
-      if (!this.scheduled) {
-        this.scheduled = true;
-        setImmediate(() => this.answer());
-      }
-    });
-  }
-
-  /** Records how to take back a change of the running call. */
-  onUndo(undo: () => void): void {
-    invariant(this.undo !== undefined, "a change outside a store call");
-    this.undo.push(undo);
-  }
-
-  close(): void {
-    this.closed = true;
-  }
-
-  private answer(): void {
-    this.scheduled = false;
-    const answers = this.answers;
-    this.answers = [];
-    for (const answer of answers) answer();
-  }
-}
-
 export class LogStore implements Store {
   readonly commitsInCallOrder = true;
   private readonly random: Random;
-  private readonly commits = new Commits();
+  private log: AppendLog | undefined;
+  private readonly commits: Commits;
   private readonly queues = new Map<string, QueueState>();
   private readonly exchanges = new Map<string, ExchangeState>();
   private readonly bySeq = new Map<number, Message>();
   private lastSeq = 0;
+  /** About what a snapshot of the state would write: what compaction weighs the log against. */
+  private liveBytes = 0;
+  private compacting: Promise<void> | undefined;
+  private compactions = 0;
+  private readonly compactBytesMin: number;
 
+  /** A store in memory only, for tests: `open` is the durable one. */
   constructor(options: LogStoreOptions) {
     this.random = options.random;
+    this.compactBytesMin = options.compactBytesMin ?? limits.logCompactBytesMin;
+    this.commits = new Commits(() => this.compactIfDue());
   }
 
-  async ping(): Promise<void> {}
+  /**
+   * Opens the store kept in `dir` (created if missing): reads its log back into memory, then appends
+   * to it. What was answered before a crash is there; what was applied but not yet flushed is not,
+   * and was never answered.
+   */
+  static open(options: LogStoreOptions & { dir: string; io?: AppendLogOptions["io"] }): LogStore {
+    const store = new LogStore(options);
+    const logOptions = { dir: options.dir, segmentBytesMax: limits.logSegmentBytesMax, io: options.io };
+    store.log = AppendLog.open(logOptions, (record) => store.replay(record));
+    store.commits.attach(store.log);
+    return store;
+  }
+
+  /** Applies one record of the log: the change it describes, through the same primitives. */
+  private replay(bytes: Buffer): void {
+    const record = decodeRecord(bytes);
+    this.commits.replay(() => {
+      switch (record.type) {
+        case recordType.queueCreate:
+          this.createQueue(record.name, record.kind, record.attributes, record.createdAt);
+          return;
+        case recordType.queueAttributes:
+          return this.setAttributes(this.replayedQueue(record.name), record.attributes);
+        case recordType.queueDrop:
+          return this.dropQueue(this.replayedQueue(record.name));
+        case recordType.counters:
+          return this.addCounters(this.replayedQueue(record.queue), record.deltas);
+        case recordType.dedupSet:
+          return this.setDedup(
+            this.replayedQueue(record.queue),
+            record.dedupId,
+            record.messageId,
+            record.expiresAt,
+          );
+        case recordType.dedupForget:
+          return this.forgetDedup(this.replayedQueue(record.queue), record.dedupId);
+        case recordType.insert:
+          // The body is a view into the log's read buffer: copied, so that the buffer can go.
+          this.storeMessage(this.replayedQueue(record.head.queue), record.head, Buffer.from(record.body));
+          return;
+        case recordType.lease:
+          return this.setLease(this.replayedMessage(record.seq), record);
+        case recordType.delete:
+          return this.deleteMessage(this.replayedMessage(record.seq));
+        case recordType.exchangeCreate:
+          this.createExchange(record.name, record.exchangeType, record.alternate, record.createdAt);
+          return;
+        case recordType.exchangeAlternate:
+          return this.setAlternate(this.replayedExchange(record.name), record.alternate);
+        case recordType.exchangeDrop:
+          return this.dropExchange(this.replayedExchange(record.name));
+        case recordType.bindingPut:
+          this.putBinding(this.replayedExchange(record.exchange), record.destination, record.pattern);
+          return;
+        case recordType.bindingDelete:
+          this.removeBinding(this.replayedExchange(record.exchange), record.destination, record.pattern);
+          return;
+        case recordType.seqFloor:
+          this.lastSeq = Math.max(this.lastSeq, record.seq);
+          return;
+      }
+    });
+  }
+
+  /** A record names what earlier records made; anything else means the log is not this store's. */
+  private replayedQueue(name: string): QueueState {
+    const queue = this.queues.get(name);
+    invariant(queue, `the log names queue "${name}" before creating it`);
+    return queue;
+  }
+
+  private replayedMessage(seq: number): Message {
+    const message = this.bySeq.get(seq);
+    invariant(message, `the log names message ${seq} before inserting it`);
+    return message;
+  }
+
+  private replayedExchange(name: string): ExchangeState {
+    const exchange = this.exchanges.get(name);
+    invariant(exchange, `the log names exchange "${name}" before creating it`);
+    return exchange;
+  }
+
+  /**
+   * The whole state as records: what compaction writes in place of the log so far. Queues and
+   * exchanges first, so that every later record names something already made.
+   */
+  private *snapshot(): Generator<Buffer> {
+    yield encodeSeqFloor(this.lastSeq);
+    for (const queue of this.queues.values()) {
+      const { name, kind, attributes, createdAt } = queue;
+      yield encodeJson({ type: recordType.queueCreate, name, kind, attributes, createdAt });
+      yield encodeJson({ type: recordType.counters, queue: name, deltas: { ...queue.counters } });
+      for (const [dedupId, { messageId, expiresAt }] of queue.dedup) {
+        yield encodeJson({ type: recordType.dedupSet, queue: name, dedupId, messageId, expiresAt });
+      }
+    }
+    for (const exchange of this.exchanges.values()) {
+      const { name, type, alternate, createdAt } = exchange;
+      yield encodeJson({ type: recordType.exchangeCreate, name, exchangeType: type, alternate, createdAt });
+      for (const { destination, pattern } of exchange.bindings.values()) {
+        yield encodeJson({ type: recordType.bindingPut, exchange: name, destination, pattern });
+      }
+    }
+    // In seq order, so that each FIFO group is rebuilt in its order.
+    for (const message of [...this.bySeq.values()].sort((a, b) => a.seq - b.seq)) {
+      yield encodeInsert(insertHeadOf(message), message.body);
+    }
+  }
+
+  /**
+   * Compacts once the log holds several times what a snapshot would write: the cost of a compaction
+   * (the live state) is then a fraction of what was appended since the last one.
+   */
+  private compactIfDue(): void {
+    const log = this.log;
+    if (!log || this.compacting) return;
+    if (log.bytes < Math.max(this.compactBytesMin, limits.logCompactRatio * this.liveBytes)) return;
+    // The log refuses appends after a failed write, so the next call reports the failure.
+    this.compact().catch(() => {});
+  }
+
+  /** Rewrites the log as a snapshot of the state now (after a compaction already running). */
+  async compact(): Promise<void> {
+    const log = this.log;
+    if (!log) return;
+    while (this.compacting) await this.compacting.catch(() => {});
+    // Materialized now: the snapshot is the state at this instant, and records appended from here on
+    // come after it in the log, whatever the rewrite's own pace.
+    const compaction = log
+      .rewrite([...this.snapshot()])
+      .then(() => {
+        this.compactions++;
+      })
+      .finally(() => {
+        this.compacting = undefined;
+      });
+    this.compacting = compaction;
+    await compaction;
+  }
+
+  /** The log's size now and the compactions done since the store opened. */
+  get logStats(): { bytes: number; compactions: number } {
+    return { bytes: this.log?.bytes ?? 0, compactions: this.compactions };
+  }
+
+  /** Jobs and commits so far: the benchmark's "calls per commit". */
+  get commitStats(): { commits: number; jobs: number } {
+    return { ...this.commits.stats };
+  }
+
+  async ping(): Promise<void> {
+    await this.commits.read(() => undefined);
+  }
 
   async close(): Promise<void> {
     this.commits.close();
+    await this.compacting;
+    await this.log?.flush();
+    await this.log?.close();
   }
 
   /** One process owns the state, so no change ever comes from elsewhere. */
@@ -252,10 +381,16 @@ export class LogStore implements Store {
   async signalBroadcast(_params: { channel: string; dataJson: string }): Promise<void> {}
 
   // ---- the primitives: every change of state goes through one of these, which records its inverse
+  // and, when there is a log, its record (records.ts); replaying the records calls them again.
 
-  private createQueue(name: string, kind: QueueKind, attributes: QueueAttributes, createdAt: number): void {
+  private createQueue(
+    name: string,
+    kind: QueueKind,
+    attributes: QueueAttributes,
+    createdAt: number,
+  ): QueueState {
     const levels = kind === "fifo" ? 1 : priorityLevels;
-    this.queues.set(name, {
+    const queue: QueueState = {
       name,
       kind,
       attributes,
@@ -266,48 +401,76 @@ export class LogStore implements Store {
       groups: new Map(),
       leased: new Set(),
       dedup: new Map(),
-    });
-    this.commits.onUndo(() => this.queues.delete(name));
+    };
+    this.queues.set(name, queue);
+    this.commits.changed(
+      () => this.queues.delete(name),
+      this.commits.logging
+        ? encodeJson({ type: recordType.queueCreate, name, kind, attributes, createdAt })
+        : undefined,
+    );
+    return queue;
   }
 
   private setAttributes(queue: QueueState, attributes: QueueAttributes): void {
     const before = queue.attributes;
     queue.attributes = attributes;
-    this.commits.onUndo(() => {
-      queue.attributes = before;
-    });
+    this.commits.changed(
+      () => {
+        queue.attributes = before;
+      },
+      this.commits.logging
+        ? encodeJson({ type: recordType.queueAttributes, name: queue.name, attributes })
+        : undefined,
+    );
   }
 
-  /** Removes an empty queue and its dedupIds. */
+  /** Removes an emptied queue; its dedupIds go with it. */
   private dropQueue(queue: QueueState): void {
     invariant(queue.messages.size === 0, "a queue dropped with messages");
     this.queues.delete(queue.name);
-    this.commits.onUndo(() => this.queues.set(queue.name, queue));
+    this.commits.changed(
+      () => this.queues.set(queue.name, queue),
+      this.commits.logging ? encodeJson({ type: recordType.queueDrop, name: queue.name }) : undefined,
+    );
   }
 
   private addCounters(queue: QueueState, deltas: Partial<QueueCounters>): void {
-    const counters = queue.counters as unknown as Record<string, number>;
+    const counters = queue.counters as unknown as { [name: string]: number };
     for (const [name, delta] of Object.entries(deltas)) counters[name] = (counters[name] ?? 0) + (delta ?? 0);
-    this.commits.onUndo(() => {
-      for (const [name, delta] of Object.entries(deltas))
-        counters[name] = (counters[name] ?? 0) - (delta ?? 0);
-    });
+    this.commits.changed(
+      () => {
+        for (const [name, delta] of Object.entries(deltas))
+          counters[name] = (counters[name] ?? 0) - (delta ?? 0);
+      },
+      this.commits.logging ? encodeJson({ type: recordType.counters, queue: queue.name, deltas }) : undefined,
+    );
   }
 
   private setDedup(queue: QueueState, dedupId: string, messageId: string, expiresAt: number): void {
     const before = queue.dedup.get(dedupId);
     queue.dedup.set(dedupId, { messageId, expiresAt });
-    this.commits.onUndo(() => {
-      if (before) queue.dedup.set(dedupId, before);
-      else queue.dedup.delete(dedupId);
-    });
+    this.commits.changed(
+      () => {
+        if (before) queue.dedup.set(dedupId, before);
+        else queue.dedup.delete(dedupId);
+      },
+      this.commits.logging
+        ? encodeJson({ type: recordType.dedupSet, queue: queue.name, dedupId, messageId, expiresAt })
+        : undefined,
+    );
   }
 
   private forgetDedup(queue: QueueState, dedupId: string): void {
     const before = queue.dedup.get(dedupId);
     if (!before) return;
     queue.dedup.delete(dedupId);
-    this.commits.onUndo(() => queue.dedup.set(dedupId, before));
+    this.commits.changed(
+      () => queue.dedup.set(dedupId, before),
+      this.commits.logging
+        ? encodeJson({ type: recordType.dedupForget, queue: queue.name, dedupId })
+        : undefined,
+    );
   }
 
   /**
@@ -319,62 +482,77 @@ export class LogStore implements Store {
     message: Omit<NewMessage, "body"> & { body: Buffer | string },
     lease?: { visibleAt: number; firstDeliveredAt: number; token: number },
   ): Message {
-    const fifo = queue.kind === "fifo";
-    const body =
-      message.contentType === jsonContentType && typeof message.body !== "string"
-        ? message.body.toString("utf8")
-        : message.body;
-    const stored: Message = {
-      heapIndex: -1,
-      seq: ++this.lastSeq,
-      queue,
+    const head: InsertHead = {
+      queue: queue.name,
+      seq: this.lastSeq + 1,
       id: message.id,
-      body,
       contentType: message.contentType,
       headers: message.headers,
       key: message.key,
-      priority: fifo ? 0 : message.priority,
+      priority: queue.kind === "fifo" ? 0 : message.priority,
       dedupId: message.dedupId,
-      groupKey: fifo ? (message.key ?? "") : null,
       publishedAt: message.publishedAt,
       visibleAt: lease?.visibleAt ?? message.visibleAt,
       deliveryCount: lease ? 1 : 0,
       firstDeliveredAt: lease?.firstDeliveredAt ?? null,
       leaseToken: lease?.token ?? null,
     };
+    const stored = this.storeMessage(queue, head, message.body);
+    this.commits.changed(
+      () => {
+        this.unlink(stored);
+        this.lastSeq = head.seq - 1;
+      },
+      this.commits.logging ? encodeInsert(head, message.body) : undefined,
+    );
+    return stored;
+  }
+
+  /** Builds a message from its insert record's fields and links it in. */
+  private storeMessage(queue: QueueState, head: InsertHead, body: Buffer | string): Message {
+    const stored: Message = {
+      heapIndex: -1,
+      seq: head.seq,
+      queue,
+      id: head.id,
+      body: head.contentType === jsonContentType && typeof body !== "string" ? body.toString("utf8") : body,
+      contentType: head.contentType,
+      headers: head.headers,
+      key: head.key,
+      priority: head.priority,
+      dedupId: head.dedupId,
+      groupKey: queue.kind === "fifo" ? (head.key ?? "") : null,
+      publishedAt: head.publishedAt,
+      visibleAt: head.visibleAt,
+      deliveryCount: head.deliveryCount,
+      firstDeliveredAt: head.firstDeliveredAt,
+      leaseToken: head.leaseToken,
+    };
+    this.lastSeq = Math.max(this.lastSeq, head.seq);
     this.link(stored, -1);
-    this.commits.onUndo(() => {
-      this.unlink(stored);
-      this.lastSeq--;
-    });
     return stored;
   }
 
   /** Deletes one message; if it was its FIFO group's head, the next message of the group becomes it. */
   private deleteMessage(message: Message): void {
     const position = this.unlink(message);
-    this.commits.onUndo(() => this.link(message, position));
+    this.commits.changed(
+      () => this.link(message, position),
+      this.commits.logging ? encodeDelete(message.seq) : undefined,
+    );
   }
 
   /** Leases, releases or extends: the message's visibility and lease change together. */
-  private setLease(
-    message: Message,
-    lease: Pick<Message, "visibleAt" | "leaseToken" | "deliveryCount" | "firstDeliveredAt">,
-  ): void {
-    const before = {
-      visibleAt: message.visibleAt,
-      leaseToken: message.leaseToken,
-      deliveryCount: message.deliveryCount,
-      firstDeliveredAt: message.firstDeliveredAt,
-    };
+  private setLease(message: Message, lease: Omit<LeaseFields, "seq">): void {
+    const before = leaseOf(message);
     this.applyLease(message, lease);
-    this.commits.onUndo(() => this.applyLease(message, before));
+    this.commits.changed(
+      () => this.applyLease(message, before),
+      this.commits.logging ? encodeLease({ seq: message.seq, ...lease }) : undefined,
+    );
   }
 
-  private applyLease(
-    message: Message,
-    lease: Pick<Message, "visibleAt" | "leaseToken" | "deliveryCount" | "firstDeliveredAt">,
-  ): void {
+  private applyLease(message: Message, lease: Omit<LeaseFields, "seq">): void {
     const moved = message.visibleAt !== lease.visibleAt;
     message.visibleAt = lease.visibleAt;
     message.leaseToken = lease.leaseToken;
@@ -383,6 +561,72 @@ export class LogStore implements Store {
     if (lease.leaseToken === null) message.queue.leased.delete(message);
     else message.queue.leased.add(message);
     if (moved && message.heapIndex >= 0) this.heapOf(message).update(message);
+  }
+
+  private createExchange(
+    name: string,
+    type: ExchangeType,
+    alternate: string | null,
+    createdAt: number,
+  ): ExchangeState {
+    const exchange: ExchangeState = { name, type, alternate, createdAt, bindings: new Map() };
+    this.exchanges.set(name, exchange);
+    this.commits.changed(
+      () => this.exchanges.delete(name),
+      this.commits.logging
+        ? encodeJson({ type: recordType.exchangeCreate, name, exchangeType: type, alternate, createdAt })
+        : undefined,
+    );
+    return exchange;
+  }
+
+  private setAlternate(exchange: ExchangeState, alternate: string | null): void {
+    const before = exchange.alternate;
+    exchange.alternate = alternate;
+    this.commits.changed(
+      () => {
+        exchange.alternate = before;
+      },
+      this.commits.logging
+        ? encodeJson({ type: recordType.exchangeAlternate, name: exchange.name, alternate })
+        : undefined,
+    );
+  }
+
+  /** Removes an exchange and its own bindings (the bindings to it go one by one: deleteBindingsTo). */
+  private dropExchange(exchange: ExchangeState): void {
+    this.exchanges.delete(exchange.name);
+    this.commits.changed(
+      () => this.exchanges.set(exchange.name, exchange),
+      this.commits.logging ? encodeJson({ type: recordType.exchangeDrop, name: exchange.name }) : undefined,
+    );
+  }
+
+  private putBinding(exchange: ExchangeState, destination: BindingDestination, pattern: string): boolean {
+    const key = bindingKey(destination, pattern);
+    if (exchange.bindings.has(key)) return false;
+    exchange.bindings.set(key, { destination: { ...destination }, pattern });
+    this.commits.changed(
+      () => exchange.bindings.delete(key),
+      this.commits.logging
+        ? encodeJson({ type: recordType.bindingPut, exchange: exchange.name, destination, pattern })
+        : undefined,
+    );
+    return true;
+  }
+
+  private removeBinding(exchange: ExchangeState, destination: BindingDestination, pattern: string): boolean {
+    const key = bindingKey(destination, pattern);
+    const binding = exchange.bindings.get(key);
+    if (!binding) return false;
+    exchange.bindings.delete(key);
+    this.commits.changed(
+      () => exchange.bindings.set(key, binding),
+      this.commits.logging
+        ? encodeJson({ type: recordType.bindingDelete, exchange: exchange.name, destination, pattern })
+        : undefined,
+    );
+    return true;
   }
 
   private heapOf(message: Message): IndexedHeap<Message> {
@@ -395,6 +639,7 @@ export class LogStore implements Store {
    */
   private link(message: Message, position: number): void {
     const queue = message.queue;
+    this.liveBytes += messageBytes(message);
     this.bySeq.set(message.seq, message);
     queue.messages.set(message.seq, message);
     if (message.leaseToken !== null) queue.leased.add(message);
@@ -420,6 +665,7 @@ export class LogStore implements Store {
   /** Takes a message out of every index; answers its place in its FIFO group (or -1). */
   private unlink(message: Message): number {
     const queue = message.queue;
+    this.liveBytes -= messageBytes(message);
     this.bySeq.delete(message.seq);
     queue.messages.delete(message.seq);
     queue.leased.delete(message);
@@ -561,13 +807,13 @@ export class LogStore implements Store {
     }
   }
 
-  async queueGet(params: { name: string }): Promise<QueueRecord | undefined> {
+  queueGet(params: { name: string }): Promise<QueueRecord | undefined> {
     const queue = this.queues.get(params.name);
-    return queue && toQueueRecord(queue);
+    return this.commits.read(() => queue && toQueueRecord(queue));
   }
 
-  async queueList(): Promise<QueueRecord[]> {
-    return this.sortedQueues().map(toQueueRecord);
+  queueList(): Promise<QueueRecord[]> {
+    return this.commits.read(() => this.sortedQueues().map(toQueueRecord));
   }
 
   private sortedQueues(): QueueState[] {
@@ -644,18 +890,20 @@ export class LogStore implements Store {
     }
   }
 
-  async queueDepth(params: { name: string; now: number }): Promise<QueueDepth> {
-    return this.depthOf(this.requireQueue(params.name), params.now);
+  queueDepth(params: { name: string; now: number }): Promise<QueueDepth> {
+    return this.commits.read(() => this.depthOf(this.requireQueue(params.name), params.now));
   }
 
-  async queueListWithDepth(
+  queueListWithDepth(
     params: QueueListPage & { now: number },
   ): Promise<{ queue: QueueRecord; depth: QueueDepth }[]> {
-    const after = params.after ?? "";
-    const queues = this.sortedQueues().filter((queue) => queue.name > after);
-    return queues
-      .slice(0, params.limit ?? queues.length)
-      .map((queue) => ({ queue: toQueueRecord(queue), depth: this.depthOf(queue, params.now) }));
+    return this.commits.read(() => {
+      const after = params.after ?? "";
+      const queues = this.sortedQueues().filter((queue) => queue.name > after);
+      return queues
+        .slice(0, params.limit ?? queues.length)
+        .map((queue) => ({ queue: toQueueRecord(queue), depth: this.depthOf(queue, params.now) }));
+    });
   }
 
   queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<SendOutcome[]> {
@@ -895,20 +1143,22 @@ export class LogStore implements Store {
     });
   }
 
-  async queuePeek(params: {
+  queuePeek(params: {
     queue: string;
     state: MessageState;
     limit: number;
     now: number;
   }): Promise<StoredMessage[]> {
-    const queue = this.requireQueue(params.queue);
-    const { now } = params;
-    const filter = {
-      available: (message: Message) => message.visibleAt <= now,
-      delayed: (message: Message) => message.visibleAt > now && message.leaseToken === null,
-      "in-flight": (message: Message) => message.visibleAt > now && message.leaseToken !== null,
-    }[params.state];
-    return this.select(queue, filter, byVisibility, params.limit).map(toStored);
+    return this.commits.read(() => {
+      const queue = this.requireQueue(params.queue);
+      const { now } = params;
+      const filter = {
+        available: (message: Message) => message.visibleAt <= now,
+        delayed: (message: Message) => message.visibleAt > now && message.leaseToken === null,
+        "in-flight": (message: Message) => message.visibleAt > now && message.leaseToken !== null,
+      }[params.state];
+      return this.select(queue, filter, byVisibility, params.limit).map(toStored);
+    });
   }
 
   /** Deletes the messages stored before the purge began, in steps of their own (as queueDelete). */
@@ -1006,20 +1256,23 @@ export class LogStore implements Store {
     });
   }
 
-  async queueNextEvents(params: {
+  /** A scan of the queue's messages (docs/log-store.md "Costs"). */
+  queueNextEvents(params: {
     queue: string;
     now: number;
   }): Promise<{ nextVisibleAt: number | null; oldestPublishedAt: number | null }> {
-    const queue = this.queues.get(params.queue);
-    if (!queue) return { nextVisibleAt: null, oldestPublishedAt: null };
-    let next: number | null = null;
-    let oldest: number | null = null;
-    for (const message of queue.messages.values()) {
-      if (message.visibleAt > params.now && (next === null || message.visibleAt < next))
-        next = message.visibleAt;
-      if (oldest === null || message.publishedAt < oldest) oldest = message.publishedAt;
-    }
-    return { nextVisibleAt: next, oldestPublishedAt: oldest };
+    return this.commits.read(() => {
+      const queue = this.queues.get(params.queue);
+      let next: number | null = null;
+      let oldest: number | null = null;
+      for (const message of queue?.messages.values() ?? []) {
+        if (message.visibleAt > params.now && (next === null || message.visibleAt < next)) {
+          next = message.visibleAt;
+        }
+        if (oldest === null || message.publishedAt < oldest) oldest = message.publishedAt;
+      }
+      return { nextVisibleAt: next, oldestPublishedAt: oldest };
+    });
   }
 
   // ---- exchanges
@@ -1032,39 +1285,29 @@ export class LogStore implements Store {
   }): Promise<{ created: boolean; exchange: ExchangeRecord }> {
     return this.commits.run(() => {
       const existing = this.exchanges.get(params.name);
-      if (existing) {
-        if (existing.type !== params.type) {
-          throw new HopperError("exchange_type_mismatch", `Exchange "${params.name}" is ${existing.type}.`, {
-            type: existing.type,
-          });
-        }
-        const before = existing.alternate;
-        existing.alternate = params.alternate;
-        this.commits.onUndo(() => {
-          existing.alternate = before;
-        });
-        return { created: false, exchange: toExchangeRecord(existing) };
+      if (!existing) {
+        const exchange = this.createExchange(params.name, params.type, params.alternate, params.now);
+        return { created: true, exchange: toExchangeRecord(exchange) };
       }
-      const exchange: ExchangeState = {
-        name: params.name,
-        type: params.type,
-        alternate: params.alternate,
-        createdAt: params.now,
-        bindings: new Map(),
-      };
-      this.exchanges.set(params.name, exchange);
-      this.commits.onUndo(() => this.exchanges.delete(params.name));
-      return { created: true, exchange: toExchangeRecord(exchange) };
+      if (existing.type !== params.type) {
+        throw new HopperError("exchange_type_mismatch", `Exchange "${params.name}" is ${existing.type}.`, {
+          type: existing.type,
+        });
+      }
+      this.setAlternate(existing, params.alternate);
+      return { created: false, exchange: toExchangeRecord(existing) };
     });
   }
 
-  async exchangeGet(params: { name: string }): Promise<ExchangeRecord | undefined> {
+  exchangeGet(params: { name: string }): Promise<ExchangeRecord | undefined> {
     const exchange = this.exchanges.get(params.name);
-    return exchange && toExchangeRecord(exchange);
+    return this.commits.read(() => exchange && toExchangeRecord(exchange));
   }
 
-  async exchangeList(): Promise<ExchangeRecord[]> {
-    return [...this.exchanges.values()].sort((a, b) => compareText(a.name, b.name)).map(toExchangeRecord);
+  exchangeList(): Promise<ExchangeRecord[]> {
+    return this.commits.read(() =>
+      [...this.exchanges.values()].sort((a, b) => compareText(a.name, b.name)).map(toExchangeRecord),
+    );
   }
 
   exchangeDelete(params: { name: string }): Promise<void> {
@@ -1083,28 +1326,19 @@ export class LogStore implements Store {
           { deadLetterSources: sources },
         );
       }
-      this.exchanges.delete(exchange.name);
-      this.commits.onUndo(() => this.exchanges.set(exchange.name, exchange));
+      this.dropExchange(exchange);
       this.deleteBindingsTo({ kind: "exchange", name: params.name });
     });
   }
 
   private deleteBindingsTo(destination: BindingDestination): void {
     for (const exchange of this.exchanges.values()) {
-      for (const [key, binding] of [...exchange.bindings]) {
+      for (const binding of [...exchange.bindings.values()]) {
         if (binding.destination.kind === destination.kind && binding.destination.name === destination.name) {
-          this.removeBinding(exchange, key);
+          this.removeBinding(exchange, binding.destination, binding.pattern);
         }
       }
     }
-  }
-
-  private removeBinding(exchange: ExchangeState, key: string): boolean {
-    const binding = exchange.bindings.get(key);
-    if (!binding) return false;
-    exchange.bindings.delete(key);
-    this.commits.onUndo(() => exchange.bindings.set(key, binding));
-    return true;
   }
 
   bindingUpsert(params: { exchange: string; destination: BindingDestination; pattern: string }): Promise<{
@@ -1114,11 +1348,7 @@ export class LogStore implements Store {
       const exchange = this.requireExchange(params.exchange);
       if (params.destination.kind === "queue") this.requireQueue(params.destination.name);
       else this.requireExchange(params.destination.name);
-      const key = bindingKey(params.destination, params.pattern);
-      if (exchange.bindings.has(key)) return { created: false };
-      exchange.bindings.set(key, { destination: { ...params.destination }, pattern: params.pattern });
-      this.commits.onUndo(() => exchange.bindings.delete(key));
-      return { created: true };
+      return { created: this.putBinding(exchange, params.destination, params.pattern) };
     });
   }
 
@@ -1127,9 +1357,34 @@ export class LogStore implements Store {
   }> {
     return this.commits.run(() => {
       const exchange = this.requireExchange(params.exchange);
-      return { deleted: this.removeBinding(exchange, bindingKey(params.destination, params.pattern)) };
+      return { deleted: this.removeBinding(exchange, params.destination, params.pattern) };
     });
   }
+}
+
+/** The insert record that makes the message again as it is now, lease and all (a snapshot's). */
+function insertHeadOf(message: Message): InsertHead {
+  return {
+    queue: message.queue.name,
+    seq: message.seq,
+    id: message.id,
+    contentType: message.contentType,
+    headers: message.headers,
+    key: message.key,
+    priority: message.priority,
+    dedupId: message.dedupId,
+    publishedAt: message.publishedAt,
+    visibleAt: message.visibleAt,
+    deliveryCount: message.deliveryCount,
+    firstDeliveredAt: message.firstDeliveredAt,
+    leaseToken: message.leaseToken,
+  };
+}
+
+/** What a message adds to a snapshot, about: its body and its insert record's head. */
+function messageBytes(message: Message): number {
+  const body = typeof message.body === "string" ? message.body.length : message.body.length;
+  return body + 256;
 }
 
 function leaseOf(

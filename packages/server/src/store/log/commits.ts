@@ -1,0 +1,136 @@
+/**
+ * How the log store's calls become durable. A call applies to the state in memory at once, all of it
+ * or none: each change records its inverse, and a call that throws is undone before it rejects. The
+ * records of a call that returned are appended to the log; its answer waits for the end of the turn,
+ * when one flush (one write, one fdatasync) makes the records of every call of the turn durable, and
+ * only then are their answers released, in call order. So a confirm means the message is on disk,
+ * and calls in one turn share one fsync, as the SQLite store's group commit does.
+ *
+ * A flush that fails leaves memory ahead of the disk: the store stops (every later call rejects with
+ * the failure) and a restart recovers what the log holds.
+ */
+import { invariant } from "../../errors.js";
+import type { AppendLog } from "./append-log.js";
+
+export class Commits {
+  private undo: (() => void)[] | undefined;
+  private records: Buffer[] = [];
+  private answers: { resolve: () => void; reject: (error: unknown) => void }[] = [];
+  private scheduled = false;
+  private replaying = false;
+  private closed = false;
+  private failure: unknown;
+  /** Counts flushes and calls, for the benchmark's "calls per commit" figure. */
+  readonly stats = { commits: 0, jobs: 0 };
+
+  /** Until a log is attached, a store in memory (for tests): calls answer at the end of the turn. */
+  private log: AppendLog | undefined;
+
+  constructor(
+    /** Called after each flush that made records durable (compaction looks then). */
+    private readonly afterFlush: () => void = () => {},
+  ) {}
+
+  /** From now on, records go to `log` and answers wait for its flush (after the log's replay). */
+  attach(log: AppendLog): void {
+    invariant(this.answers.length === 0 && !this.scheduled, "a log attached after calls began");
+    this.log = log;
+  }
+
+  /** Whether changes should encode their records (only when there is a log to append them to). */
+  get logging(): boolean {
+    return this.log !== undefined && !this.replaying;
+  }
+
+  run<T>(job: () => T): Promise<T> {
+    const refusal = this.refusal();
+    if (refusal) return Promise.reject(refusal);
+    invariant(this.undo === undefined, "a store call ran inside another");
+    this.undo = [];
+    this.records = [];
+    let value: T;
+    try {
+      value = job();
+    } catch (error) {
+      const undo = this.undo;
+      this.undo = undefined;
+      for (let i = undo.length - 1; i >= 0; i--) (undo[i] as () => void)();
+      return Promise.reject(error);
+    }
+    this.undo = undefined;
+    if (this.log) for (const record of this.records) this.log.append(record);
+    this.records = [];
+    this.stats.jobs++;
+    return new Promise<T>((resolve, reject) => {
+      this.answers.push({ resolve: () => resolve(value), reject });
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  /** Applies the records of a log being recovered: changes record neither inverses nor records. */
+  replay(apply: () => void): void {
+    this.replaying = true;
+    try {
+      apply();
+    } finally {
+      this.replaying = false;
+    }
+  }
+
+  /** Records a change of the running call: how to take it back, and its log record. */
+  changed(undo: () => void, record?: Buffer): void {
+    if (this.replaying) return;
+    invariant(this.undo !== undefined, "a change outside a store call");
+    this.undo.push(undo);
+    if (record) this.records.push(record);
+  }
+
+  /**
+   * A read: computed now, answered once everything applied until now is durable, so that a reader
+   * never sees what a crash could still take back (as a reader of the SQLite store sees only
+   * committed state).
+   */
+  async read<T>(compute: () => T): Promise<T> {
+    const refusal = this.refusal();
+    if (refusal) throw refusal;
+    const value = compute();
+    if (this.log) await this.log.flush();
+    return value;
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+
+  private refusal(): unknown {
+    if (this.failure !== undefined) return this.failure;
+    if (this.closed) return new Error("the store is closed");
+    return undefined;
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    const answers = this.answers;
+    this.answers = [];
+    this.stats.commits++;
+    if (!this.log) {
+      for (const answer of answers) answer.resolve();
+      return;
+    }
+    this.log.flush().then(
+      () => {
+        for (const answer of answers) answer.resolve();
+        this.afterFlush();
+      },
+      (error: unknown) => {
+        this.failure ??= new Error("the log store stopped: a write to its log failed; restart to recover", {
+          cause: error,
+        });
+        for (const answer of answers) answer.reject(this.failure);
+      },
+    );
+  }
+}
