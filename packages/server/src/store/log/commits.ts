@@ -11,10 +11,12 @@
  */
 import { invariant } from "../../errors.js";
 import type { AppendLog } from "./append-log.js";
+import { RecordWriter } from "./records.js";
 
 export class Commits {
   private undo: (() => void)[] | undefined;
-  private records: Buffer[] = [];
+  /** The running call's changes, appended to the log as one record when the call returns. */
+  private readonly writer = new RecordWriter();
   private answers: { resolve: () => void; reject: (error: unknown) => void }[] = [];
   private scheduled = false;
   private replaying = false;
@@ -37,29 +39,24 @@ export class Commits {
     this.log = log;
   }
 
-  /** Whether changes should encode their records (only when there is a log to append them to). */
-  get logging(): boolean {
-    return this.log !== undefined && !this.replaying;
-  }
-
   run<T>(job: () => T): Promise<T> {
     const refusal = this.refusal();
     if (refusal) return Promise.reject(refusal);
     invariant(this.undo === undefined, "a store call ran inside another");
     this.undo = [];
-    this.records = [];
     let value: T;
     try {
       value = job();
     } catch (error) {
       const undo = this.undo;
       this.undo = undefined;
+      this.writer.discard();
       for (let i = undo.length - 1; i >= 0; i--) (undo[i] as () => void)();
       return Promise.reject(error);
     }
     this.undo = undefined;
-    if (this.log) for (const record of this.records) this.log.append(record);
-    this.records = [];
+    // One record per call: a torn tail can only cut between calls, never through one.
+    if (this.log && !this.writer.empty) this.log.append(this.writer.take());
     this.stats.jobs++;
     return new Promise<T>((resolve, reject) => {
       this.answers.push({ resolve: () => resolve(value), reject });
@@ -80,12 +77,12 @@ export class Commits {
     }
   }
 
-  /** Records a change of the running call: how to take it back, and its log record. */
-  changed(undo: () => void, record?: Buffer): void {
+  /** Records a change of the running call: how to take it back, and how to write it to the log. */
+  changed(undo: () => void, write: (writer: RecordWriter) => void): void {
     if (this.replaying) return;
     invariant(this.undo !== undefined, "a change outside a store call");
     this.undo.push(undo);
-    if (record) this.records.push(record);
+    if (this.log) write(this.writer);
   }
 
   /**

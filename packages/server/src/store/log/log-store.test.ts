@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, statSync, truncateSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -364,5 +364,33 @@ test("log store: a failed write stops the store; the log keeps what was answered
   await store.close().catch(() => {});
   const reopened = LogStore.open({ dir, random: seededRandom(2) });
   assert.equal((await reopened.queueGet({ name: "q" }))?.counters.published, 0);
+  await reopened.close();
+});
+
+test("log store: a call is one log record, so a torn tail takes a whole call or none of it", async () => {
+  const dir = tempDir();
+  const store = LogStore.open({ dir, random: seededRandom(1) });
+  for (const name of ["a", "b"]) await store.queueUpsert({ name, kind: "standard", attributes, now: t0 });
+  const sends = ["a", "b"].map((queue) => ({
+    queue,
+    policy: noSendPolicy,
+    messages: [message(), message()],
+  }));
+  await store.queueSendMany({ now: t0, sends });
+  await store.close();
+  // A crash in the middle of writing the send's record: its last bytes never reached the disk.
+  const [segment] = readdirSync(dir)
+    .filter((name) => name.endsWith(".log"))
+    .sort()
+    .slice(-1);
+  const path = join(dir, segment as string);
+  truncateSync(path, statSync(path).size - 100);
+
+  const reopened = LogStore.open({ dir, random: seededRandom(2) });
+  for (const name of ["a", "b"]) {
+    const queue = await reopened.queueGet({ name });
+    assert.equal(queue?.counters.published, 0, `nothing of the torn send in ${name}`);
+    assert.equal((await reopened.queueDepth({ name, now: t0 })).available, 0);
+  }
   await reopened.close();
 });

@@ -52,15 +52,12 @@ import { AppendLog, type AppendLogOptions } from "./append-log.js";
 import { Commits } from "./commits.js";
 import { type HeapSlot, IndexedHeap } from "./indexed-heap.js";
 import {
-  decodeRecord,
-  encodeDelete,
-  encodeInsert,
-  encodeJson,
-  encodeLease,
-  encodeSeqFloor,
+  type Change,
+  changeType,
   type InsertHead,
   type LeaseFields,
-  recordType,
+  RecordWriter,
+  readChanges,
 } from "./records.js";
 
 export interface LogStoreOptions {
@@ -71,6 +68,8 @@ export interface LogStoreOptions {
 
 const jsonContentType = "application/json";
 /** Priorities run 0–9 (NewMessage.priority). */
+/** A snapshot is cut into records of about this size. */
+const snapshotRecordBytes = 1024 * 1024;
 const priorityLevels = 10;
 
 interface Message extends HeapSlot {
@@ -222,55 +221,63 @@ export class LogStore implements Store {
     return store;
   }
 
-  /** Applies one record of the log: the change it describes, through the same primitives. */
-  private replay(bytes: Buffer): void {
-    const record = decodeRecord(bytes);
+  /** Applies one record of the log: the changes of one call, through the same primitives. */
+  private replay(record: Buffer): void {
     this.commits.replay(() => {
-      switch (record.type) {
-        case recordType.queueCreate:
-          this.createQueue(record.name, record.kind, record.attributes, record.createdAt);
-          return;
-        case recordType.queueAttributes:
-          return this.setAttributes(this.replayedQueue(record.name), record.attributes);
-        case recordType.queueDrop:
-          return this.dropQueue(this.replayedQueue(record.name));
-        case recordType.counters:
-          return this.addCounters(this.replayedQueue(record.queue), record.deltas);
-        case recordType.dedupSet:
-          return this.setDedup(
-            this.replayedQueue(record.queue),
-            record.dedupId,
-            record.messageId,
-            record.expiresAt,
-          );
-        case recordType.dedupForget:
-          return this.forgetDedup(this.replayedQueue(record.queue), record.dedupId);
-        case recordType.insert:
-          // The body is a view into the log's read buffer: copied, so that the buffer can go.
-          this.storeMessage(this.replayedQueue(record.head.queue), record.head, Buffer.from(record.body));
-          return;
-        case recordType.lease:
-          return this.setLease(this.replayedMessage(record.seq), record);
-        case recordType.delete:
-          return this.deleteMessage(this.replayedMessage(record.seq));
-        case recordType.exchangeCreate:
-          this.createExchange(record.name, record.exchangeType, record.alternate, record.createdAt);
-          return;
-        case recordType.exchangeAlternate:
-          return this.setAlternate(this.replayedExchange(record.name), record.alternate);
-        case recordType.exchangeDrop:
-          return this.dropExchange(this.replayedExchange(record.name));
-        case recordType.bindingPut:
-          this.putBinding(this.replayedExchange(record.exchange), record.destination, record.pattern);
-          return;
-        case recordType.bindingDelete:
-          this.removeBinding(this.replayedExchange(record.exchange), record.destination, record.pattern);
-          return;
-        case recordType.seqFloor:
-          this.lastSeq = Math.max(this.lastSeq, record.seq);
-          return;
-      }
+      for (const change of readChanges(record)) this.apply(change);
     });
+  }
+
+  /** Applies one change read from the log. */
+  private apply(change: Change): void {
+    switch (change.type) {
+      case changeType.queueCreate:
+        this.createQueue(change.name, change.kind, change.attributes, change.createdAt);
+        break;
+      case changeType.queueAttributes:
+        this.setAttributes(this.replayedQueue(change.name), change.attributes);
+        break;
+      case changeType.queueDrop:
+        this.dropQueue(this.replayedQueue(change.name));
+        break;
+      case changeType.counters:
+        this.addCounters(this.replayedQueue(change.queue), change.deltas);
+        break;
+      case changeType.dedupSet:
+        this.setDedup(this.replayedQueue(change.queue), change.dedupId, change.messageId, change.expiresAt);
+        break;
+      case changeType.dedupForget:
+        this.forgetDedup(this.replayedQueue(change.queue), change.dedupId);
+        break;
+      case changeType.insert:
+        // The body is a view into the log's read buffer: copied, so that the buffer can go.
+        this.storeMessage(this.replayedQueue(change.head.queue), change.head, Buffer.from(change.body));
+        break;
+      case changeType.lease:
+        this.setLease(this.replayedMessage(change.seq), change);
+        break;
+      case changeType.delete:
+        this.deleteMessage(this.replayedMessage(change.seq));
+        break;
+      case changeType.exchangeCreate:
+        this.createExchange(change.name, change.exchangeType, change.alternate, change.createdAt);
+        break;
+      case changeType.exchangeAlternate:
+        this.setAlternate(this.replayedExchange(change.name), change.alternate);
+        break;
+      case changeType.exchangeDrop:
+        this.dropExchange(this.replayedExchange(change.name));
+        break;
+      case changeType.bindingPut:
+        this.putBinding(this.replayedExchange(change.exchange), change.destination, change.pattern);
+        break;
+      case changeType.bindingDelete:
+        this.removeBinding(this.replayedExchange(change.exchange), change.destination, change.pattern);
+        break;
+      case changeType.seqFloor:
+        this.lastSeq = Math.max(this.lastSeq, change.seq);
+        break;
+    }
   }
 
   /** A record names what earlier records made; anything else means the log is not this store's. */
@@ -296,27 +303,40 @@ export class LogStore implements Store {
    * The whole state as records: what compaction writes in place of the log so far. Queues and
    * exchanges first, so that every later record names something already made.
    */
-  private *snapshot(): Generator<Buffer> {
-    yield encodeSeqFloor(this.lastSeq);
+  private snapshot(): Buffer[] {
+    const records: Buffer[] = [];
+    const writer = new RecordWriter();
+    /** Cuts a record every MiB or so: a whole snapshot need not fit one record. */
+    const cut = (force = false) => {
+      if (!writer.empty && (force || writer.bytes >= snapshotRecordBytes))
+        records.push(Buffer.from(writer.take()));
+    };
+    writer.seqFloor(this.lastSeq);
     for (const queue of this.queues.values()) {
       const { name, kind, attributes, createdAt } = queue;
-      yield encodeJson({ type: recordType.queueCreate, name, kind, attributes, createdAt });
-      yield encodeJson({ type: recordType.counters, queue: name, deltas: { ...queue.counters } });
+      writer.json({ type: changeType.queueCreate, name, kind, attributes, createdAt });
+      writer.json({ type: changeType.counters, queue: name, deltas: { ...queue.counters } });
       for (const [dedupId, { messageId, expiresAt }] of queue.dedup) {
-        yield encodeJson({ type: recordType.dedupSet, queue: name, dedupId, messageId, expiresAt });
+        writer.json({ type: changeType.dedupSet, queue: name, dedupId, messageId, expiresAt });
+        cut();
       }
+      cut();
     }
     for (const exchange of this.exchanges.values()) {
       const { name, type, alternate, createdAt } = exchange;
-      yield encodeJson({ type: recordType.exchangeCreate, name, exchangeType: type, alternate, createdAt });
+      writer.json({ type: changeType.exchangeCreate, name, exchangeType: type, alternate, createdAt });
       for (const { destination, pattern } of exchange.bindings.values()) {
-        yield encodeJson({ type: recordType.bindingPut, exchange: name, destination, pattern });
+        writer.json({ type: changeType.bindingPut, exchange: name, destination, pattern });
       }
+      cut();
     }
     // In seq order, so that each FIFO group is rebuilt in its order.
     for (const message of [...this.bySeq.values()].sort((a, b) => a.seq - b.seq)) {
-      yield encodeInsert(insertHeadOf(message), message.body);
+      writer.insert(insertHeadOf(message), message.body);
+      cut();
     }
+    cut(true);
+    return records;
   }
 
   /**
@@ -339,7 +359,7 @@ export class LogStore implements Store {
     // Materialized now: the snapshot is the state at this instant, and records appended from here on
     // come after it in the log, whatever the rewrite's own pace.
     const compaction = log
-      .rewrite([...this.snapshot()])
+      .rewrite(this.snapshot())
       .then(() => {
         this.compactions++;
       })
@@ -405,9 +425,7 @@ export class LogStore implements Store {
     this.queues.set(name, queue);
     this.commits.changed(
       () => this.queues.delete(name),
-      this.commits.logging
-        ? encodeJson({ type: recordType.queueCreate, name, kind, attributes, createdAt })
-        : undefined,
+      (writer) => writer.json({ type: changeType.queueCreate, name, kind, attributes, createdAt }),
     );
     return queue;
   }
@@ -419,9 +437,7 @@ export class LogStore implements Store {
       () => {
         queue.attributes = before;
       },
-      this.commits.logging
-        ? encodeJson({ type: recordType.queueAttributes, name: queue.name, attributes })
-        : undefined,
+      (writer) => writer.json({ type: changeType.queueAttributes, name: queue.name, attributes }),
     );
   }
 
@@ -431,7 +447,7 @@ export class LogStore implements Store {
     this.queues.delete(queue.name);
     this.commits.changed(
       () => this.queues.set(queue.name, queue),
-      this.commits.logging ? encodeJson({ type: recordType.queueDrop, name: queue.name }) : undefined,
+      (writer) => writer.json({ type: changeType.queueDrop, name: queue.name }),
     );
   }
 
@@ -443,7 +459,7 @@ export class LogStore implements Store {
         for (const [name, delta] of Object.entries(deltas))
           counters[name] = (counters[name] ?? 0) - (delta ?? 0);
       },
-      this.commits.logging ? encodeJson({ type: recordType.counters, queue: queue.name, deltas }) : undefined,
+      (writer) => writer.json({ type: changeType.counters, queue: queue.name, deltas }),
     );
   }
 
@@ -455,9 +471,8 @@ export class LogStore implements Store {
         if (before) queue.dedup.set(dedupId, before);
         else queue.dedup.delete(dedupId);
       },
-      this.commits.logging
-        ? encodeJson({ type: recordType.dedupSet, queue: queue.name, dedupId, messageId, expiresAt })
-        : undefined,
+      (writer) =>
+        writer.json({ type: changeType.dedupSet, queue: queue.name, dedupId, messageId, expiresAt }),
     );
   }
 
@@ -467,9 +482,7 @@ export class LogStore implements Store {
     queue.dedup.delete(dedupId);
     this.commits.changed(
       () => queue.dedup.set(dedupId, before),
-      this.commits.logging
-        ? encodeJson({ type: recordType.dedupForget, queue: queue.name, dedupId })
-        : undefined,
+      (writer) => writer.json({ type: changeType.dedupForget, queue: queue.name, dedupId }),
     );
   }
 
@@ -503,7 +516,7 @@ export class LogStore implements Store {
         this.unlink(stored);
         this.lastSeq = head.seq - 1;
       },
-      this.commits.logging ? encodeInsert(head, message.body) : undefined,
+      (writer) => writer.insert(head, message.body),
     );
     return stored;
   }
@@ -538,7 +551,7 @@ export class LogStore implements Store {
     const position = this.unlink(message);
     this.commits.changed(
       () => this.link(message, position),
-      this.commits.logging ? encodeDelete(message.seq) : undefined,
+      (writer) => writer.delete(message.seq),
     );
   }
 
@@ -548,7 +561,7 @@ export class LogStore implements Store {
     this.applyLease(message, lease);
     this.commits.changed(
       () => this.applyLease(message, before),
-      this.commits.logging ? encodeLease({ seq: message.seq, ...lease }) : undefined,
+      (writer) => writer.lease({ seq: message.seq, ...lease }),
     );
   }
 
@@ -573,9 +586,8 @@ export class LogStore implements Store {
     this.exchanges.set(name, exchange);
     this.commits.changed(
       () => this.exchanges.delete(name),
-      this.commits.logging
-        ? encodeJson({ type: recordType.exchangeCreate, name, exchangeType: type, alternate, createdAt })
-        : undefined,
+      (writer) =>
+        writer.json({ type: changeType.exchangeCreate, name, exchangeType: type, alternate, createdAt }),
     );
     return exchange;
   }
@@ -587,9 +599,7 @@ export class LogStore implements Store {
       () => {
         exchange.alternate = before;
       },
-      this.commits.logging
-        ? encodeJson({ type: recordType.exchangeAlternate, name: exchange.name, alternate })
-        : undefined,
+      (writer) => writer.json({ type: changeType.exchangeAlternate, name: exchange.name, alternate }),
     );
   }
 
@@ -598,7 +608,7 @@ export class LogStore implements Store {
     this.exchanges.delete(exchange.name);
     this.commits.changed(
       () => this.exchanges.set(exchange.name, exchange),
-      this.commits.logging ? encodeJson({ type: recordType.exchangeDrop, name: exchange.name }) : undefined,
+      (writer) => writer.json({ type: changeType.exchangeDrop, name: exchange.name }),
     );
   }
 
@@ -608,9 +618,7 @@ export class LogStore implements Store {
     exchange.bindings.set(key, { destination: { ...destination }, pattern });
     this.commits.changed(
       () => exchange.bindings.delete(key),
-      this.commits.logging
-        ? encodeJson({ type: recordType.bindingPut, exchange: exchange.name, destination, pattern })
-        : undefined,
+      (writer) => writer.json({ type: changeType.bindingPut, exchange: exchange.name, destination, pattern }),
     );
     return true;
   }
@@ -622,9 +630,8 @@ export class LogStore implements Store {
     exchange.bindings.delete(key);
     this.commits.changed(
       () => exchange.bindings.set(key, binding),
-      this.commits.logging
-        ? encodeJson({ type: recordType.bindingDelete, exchange: exchange.name, destination, pattern })
-        : undefined,
+      (writer) =>
+        writer.json({ type: changeType.bindingDelete, exchange: exchange.name, destination, pattern }),
     );
     return true;
   }

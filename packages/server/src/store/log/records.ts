@@ -1,15 +1,16 @@
 /**
- * The log store's records: one per change of state (the primitives of log-store.ts), so that
- * replaying them in order rebuilds the state. The three a message's life writes at rate — its insert,
- * each lease, its delete — have fixed binary layouts; the rest are JSON. Every record starts with its
- * type byte; numbers are little-endian float64 (every time, seq and token is an integer below 2^53),
- * and NaN stands for null.
+ * The log store's records. One log record holds all the changes of one store call, so that a call
+ * is in the log whole or not at all (a torn tail is cut at a record's edge, append-log.ts), and
+ * replaying the records in order rebuilds the state. Each change is `type (u8), length (u32), fields`;
+ * numbers are little-endian float64 (every time, seq, count and token is an integer below 2^53) with
+ * NaN for null; strings are `length (u32; 0xFFFFFFFF for null), UTF-8`.
  *
- * Layouts:
- * - insert: type, u32 length of the JSON head, the head (InsertHead), the body's bytes.
- * - lease:  type, seq, visibleAt, leaseToken, deliveryCount, firstDeliveredAt (41 bytes).
- * - delete: type, seq (9 bytes).
- * - others: type, JSON.
+ * The three changes a message's life writes at rate have binary fields:
+ * - insert: seq, publishedAt, visibleAt, deliveryCount, firstDeliveredAt, leaseToken, priority;
+ *   queue, id, contentType, key, dedupId, headers (JSON, null when empty); the body to the end.
+ * - lease:  seq, visibleAt, leaseToken, deliveryCount, firstDeliveredAt.
+ * - delete: seq.
+ * The others (queues, counters, dedupIds, exchanges, bindings) are rare or one per call: JSON.
  */
 import type {
   BindingDestination,
@@ -19,7 +20,7 @@ import type {
   QueueKind,
 } from "../store.js";
 
-export const recordType = {
+export const changeType = {
   queueCreate: 1,
   queueAttributes: 2,
   queueDrop: 3,
@@ -37,7 +38,7 @@ export const recordType = {
   seqFloor: 15,
 } as const;
 
-/** A message's fields as its insert record carries them, all but the body. */
+/** A message's fields as its insert carries them, all but the body. */
 export interface InsertHead {
   queue: string;
   seq: number;
@@ -62,42 +63,38 @@ export interface LeaseFields {
   firstDeliveredAt: number | null;
 }
 
-export type LogRecord =
+type T = typeof changeType;
+
+/** The changes whose fields are JSON. */
+export type JsonChange =
+  | { type: T["queueCreate"]; name: string; kind: QueueKind; attributes: QueueAttributes; createdAt: number }
+  | { type: T["queueAttributes"]; name: string; attributes: QueueAttributes }
+  | { type: T["queueDrop"]; name: string }
+  | { type: T["counters"]; queue: string; deltas: Partial<QueueCounters> }
+  | { type: T["dedupSet"]; queue: string; dedupId: string; messageId: string; expiresAt: number }
+  | { type: T["dedupForget"]; queue: string; dedupId: string }
   | {
-      type: typeof recordType.queueCreate;
-      name: string;
-      kind: QueueKind;
-      attributes: QueueAttributes;
-      createdAt: number;
-    }
-  | { type: typeof recordType.queueAttributes; name: string; attributes: QueueAttributes }
-  | { type: typeof recordType.queueDrop; name: string }
-  | { type: typeof recordType.counters; queue: string; deltas: Partial<QueueCounters> }
-  | { type: typeof recordType.dedupSet; queue: string; dedupId: string; messageId: string; expiresAt: number }
-  | { type: typeof recordType.dedupForget; queue: string; dedupId: string }
-  | { type: typeof recordType.insert; head: InsertHead; body: Buffer }
-  | ({ type: typeof recordType.lease } & LeaseFields)
-  | { type: typeof recordType.delete; seq: number }
-  | {
-      type: typeof recordType.exchangeCreate;
+      type: T["exchangeCreate"];
       name: string;
       exchangeType: ExchangeType;
       alternate: string | null;
       createdAt: number;
     }
-  | { type: typeof recordType.exchangeAlternate; name: string; alternate: string | null }
-  | { type: typeof recordType.exchangeDrop; name: string }
-  | { type: typeof recordType.bindingPut; exchange: string; destination: BindingDestination; pattern: string }
-  | {
-      type: typeof recordType.bindingDelete;
-      exchange: string;
-      destination: BindingDestination;
-      pattern: string;
-    }
-  | { type: typeof recordType.seqFloor; seq: number };
+  | { type: T["exchangeAlternate"]; name: string; alternate: string | null }
+  | { type: T["exchangeDrop"]; name: string }
+  | { type: T["bindingPut"]; exchange: string; destination: BindingDestination; pattern: string }
+  | { type: T["bindingDelete"]; exchange: string; destination: BindingDestination; pattern: string };
 
-const leaseBytes = 1 + 8 * 5;
-const deleteBytes = 1 + 8;
+export type Change =
+  | JsonChange
+  | { type: T["insert"]; head: InsertHead; body: Buffer }
+  | ({ type: T["lease"] } & LeaseFields)
+  | { type: T["delete"]; seq: number }
+  | { type: T["seqFloor"]; seq: number };
+
+const nullLength = 0xffffffff;
+/** The most bytes a string of this many UTF-16 units can take as UTF-8. */
+const utf8BytesPerUnitMax = 3;
 
 function orNaN(value: number | null): number {
   return value === null ? Number.NaN : value;
@@ -107,98 +104,224 @@ function orNull(value: number): number | null {
   return Number.isNaN(value) ? null : value;
 }
 
-export function encodeInsert(head: InsertHead, body: Buffer | string): Buffer {
-  const headJson = JSON.stringify(head);
-  const headBytes = Buffer.byteLength(headJson);
-  const bodyLength = typeof body === "string" ? Buffer.byteLength(body) : body.length;
-  const record = Buffer.allocUnsafe(5 + headBytes + bodyLength);
-  record[0] = recordType.insert;
-  record.writeUInt32LE(headBytes, 1);
-  record.write(headJson, 5, "utf8");
-  if (typeof body === "string") record.write(body, 5 + headBytes, "utf8");
-  else body.copy(record, 5 + headBytes);
-  return record;
-}
+/**
+ * Writes the changes of one call into one reusable buffer, growing it as needed; `take` answers
+ * them as one record (a view, valid until the next change is written) and starts the next.
+ */
+export class RecordWriter {
+  private buffer = Buffer.allocUnsafe(64 * 1024);
+  private length = 0;
+  private changeStart = -1;
 
-export function encodeLease(lease: LeaseFields): Buffer {
-  const record = Buffer.allocUnsafe(leaseBytes);
-  record[0] = recordType.lease;
-  record.writeDoubleLE(lease.seq, 1);
-  record.writeDoubleLE(lease.visibleAt, 9);
-  record.writeDoubleLE(orNaN(lease.leaseToken), 17);
-  record.writeDoubleLE(lease.deliveryCount, 25);
-  record.writeDoubleLE(orNaN(lease.firstDeliveredAt), 33);
-  return record;
-}
-
-export function encodeDelete(seq: number): Buffer {
-  const record = Buffer.allocUnsafe(deleteBytes);
-  record[0] = recordType.delete;
-  record.writeDoubleLE(seq, 1);
-  return record;
-}
-
-export function encodeSeqFloor(seq: number): Buffer {
-  const record = Buffer.allocUnsafe(deleteBytes);
-  record[0] = recordType.seqFloor;
-  record.writeDoubleLE(seq, 1);
-  return record;
-}
-
-type JsonRecord = Exclude<
-  LogRecord,
-  {
-    type:
-      | typeof recordType.insert
-      | typeof recordType.lease
-      | typeof recordType.delete
-      | typeof recordType.seqFloor;
+  /** The record so far, as a view into the writer's buffer; the writer starts a new one. */
+  take(): Buffer {
+    const record = this.buffer.subarray(0, this.length);
+    this.length = 0;
+    return record;
   }
->;
 
-/** A record of the kinds that are JSON: its type byte, then the rest of its fields. */
-export function encodeJson(record: JsonRecord): Buffer {
-  const { type, ...fields } = record;
-  const json = JSON.stringify(fields);
-  const bytes = Buffer.allocUnsafe(1 + Buffer.byteLength(json));
-  bytes[0] = type;
-  bytes.write(json, 1, "utf8");
-  return bytes;
+  /** Forgets the changes written since the last `take` (a call that threw). */
+  discard(): void {
+    this.length = 0;
+  }
+
+  get empty(): boolean {
+    return this.length === 0;
+  }
+
+  get bytes(): number {
+    return this.length;
+  }
+
+  insert(head: InsertHead, body: Buffer | string): void {
+    this.begin(changeType.insert);
+    this.f64(head.seq);
+    this.f64(head.publishedAt);
+    this.f64(head.visibleAt);
+    this.f64(head.deliveryCount);
+    this.f64(orNaN(head.firstDeliveredAt));
+    this.f64(orNaN(head.leaseToken));
+    this.f64(head.priority);
+    this.string(head.queue);
+    this.string(head.id);
+    this.string(head.contentType);
+    this.string(head.key);
+    this.string(head.dedupId);
+    this.string(hasKeys(head.headers) ? JSON.stringify(head.headers) : null);
+    if (typeof body === "string") {
+      this.reserve(body.length * utf8BytesPerUnitMax);
+      this.length += this.buffer.write(body, this.length, "utf8");
+    } else {
+      this.reserve(body.length);
+      this.length += body.copy(this.buffer, this.length);
+    }
+    this.end();
+  }
+
+  lease(lease: LeaseFields): void {
+    this.begin(changeType.lease);
+    this.f64(lease.seq);
+    this.f64(lease.visibleAt);
+    this.f64(orNaN(lease.leaseToken));
+    this.f64(lease.deliveryCount);
+    this.f64(orNaN(lease.firstDeliveredAt));
+    this.end();
+  }
+
+  delete(seq: number): void {
+    this.begin(changeType.delete);
+    this.f64(seq);
+    this.end();
+  }
+
+  seqFloor(seq: number): void {
+    this.begin(changeType.seqFloor);
+    this.f64(seq);
+    this.end();
+  }
+
+  json(change: JsonChange): void {
+    const { type, ...fields } = change;
+    const json = JSON.stringify(fields);
+    this.begin(type);
+    this.reserve(json.length * utf8BytesPerUnitMax);
+    this.length += this.buffer.write(json, this.length, "utf8");
+    this.end();
+  }
+
+  private begin(type: number): void {
+    this.reserve(5 + 7 * 8);
+    this.buffer[this.length] = type;
+    this.changeStart = this.length;
+    this.length += 5;
+  }
+
+  private end(): void {
+    this.buffer.writeUInt32LE(this.length - this.changeStart - 5, this.changeStart + 1);
+  }
+
+  private f64(value: number): void {
+    this.reserve(8);
+    this.buffer.writeDoubleLE(value, this.length);
+    this.length += 8;
+  }
+
+  private string(value: string | null): void {
+    if (value === null) {
+      this.reserve(4);
+      this.buffer.writeUInt32LE(nullLength, this.length);
+      this.length += 4;
+      return;
+    }
+    this.reserve(4 + value.length * utf8BytesPerUnitMax);
+    const written = this.buffer.write(value, this.length + 4, "utf8");
+    this.buffer.writeUInt32LE(written, this.length);
+    this.length += 4 + written;
+  }
+
+  private reserve(bytes: number): void {
+    if (this.length + bytes <= this.buffer.length) return;
+    const grown = Buffer.allocUnsafe(Math.max(this.buffer.length * 2, this.length + bytes));
+    this.buffer.copy(grown, 0, 0, this.length);
+    this.buffer = grown;
+  }
 }
 
-/** Reads one record; throws on a type or length it does not know (the log's CRC passed, so a bug). */
-export function decodeRecord(bytes: Buffer): LogRecord {
-  const type = bytes[0];
+function hasKeys(object: object): boolean {
+  for (const _ in object) return true;
+  return false;
+}
+
+/** Reads the changes of one record, in order; throws on what it cannot read (the CRC passed: a bug). */
+export function* readChanges(record: Buffer): Generator<Change> {
+  let at = 0;
+  while (at < record.length) {
+    if (at + 5 > record.length) throw new Error(`a log record ends inside a change header at ${at}`);
+    const type = record[at] as number;
+    const length = record.readUInt32LE(at + 1);
+    const end = at + 5 + length;
+    if (end > record.length) throw new Error(`a change of type ${type} runs past its record`);
+    yield readChange(type, record.subarray(at + 5, end));
+    at = end;
+  }
+}
+
+function readChange(type: number, fields: Buffer): Change {
+  const reader = new FieldReader(fields);
   switch (type) {
-    case recordType.insert: {
-      const headBytes = bytes.readUInt32LE(1);
-      const head = JSON.parse(bytes.toString("utf8", 5, 5 + headBytes)) as InsertHead;
-      return { type, head, body: bytes.subarray(5 + headBytes) };
+    case changeType.insert: {
+      const seq = reader.f64();
+      const publishedAt = reader.f64();
+      const visibleAt = reader.f64();
+      const deliveryCount = reader.f64();
+      const firstDeliveredAt = orNull(reader.f64());
+      const leaseToken = orNull(reader.f64());
+      const priority = reader.f64();
+      const queue = reader.string() as string;
+      const id = reader.string() as string;
+      const contentType = reader.string() as string;
+      const key = reader.string();
+      const dedupId = reader.string();
+      const headersJson = reader.string();
+      const headers = headersJson === null ? {} : (JSON.parse(headersJson) as Record<string, string>);
+      const head: InsertHead = {
+        queue,
+        seq,
+        id,
+        contentType,
+        headers,
+        key,
+        priority,
+        dedupId,
+        publishedAt,
+        visibleAt,
+        deliveryCount,
+        firstDeliveredAt,
+        leaseToken,
+      };
+      return { type, head, body: reader.rest() };
     }
-    case recordType.lease:
-      expectLength(bytes, leaseBytes);
+    case changeType.lease:
       return {
         type,
-        seq: bytes.readDoubleLE(1),
-        visibleAt: bytes.readDoubleLE(9),
-        leaseToken: orNull(bytes.readDoubleLE(17)),
-        deliveryCount: bytes.readDoubleLE(25),
-        firstDeliveredAt: orNull(bytes.readDoubleLE(33)),
+        seq: reader.f64(),
+        visibleAt: reader.f64(),
+        leaseToken: orNull(reader.f64()),
+        deliveryCount: reader.f64(),
+        firstDeliveredAt: orNull(reader.f64()),
       };
-    case recordType.delete:
-    case recordType.seqFloor:
-      expectLength(bytes, deleteBytes);
-      return { type, seq: bytes.readDoubleLE(1) };
-    default: {
-      if (type === undefined || type < recordType.queueCreate || type > recordType.seqFloor) {
-        throw new Error(`log record of unknown type ${type}`);
+    case changeType.delete:
+    case changeType.seqFloor:
+      return { type, seq: reader.f64() };
+    default:
+      if (type < changeType.queueCreate || type > changeType.bindingDelete) {
+        throw new Error(`a log change of unknown type ${type}`);
       }
-      return { type, ...JSON.parse(bytes.toString("utf8", 1)) } as LogRecord;
-    }
+      return { type, ...JSON.parse(fields.toString("utf8")) } as Change;
   }
 }
 
-function expectLength(bytes: Buffer, length: number): void {
-  if (bytes.length !== length)
-    throw new Error(`log record of type ${bytes[0]} has ${bytes.length} bytes, not ${length}`);
+class FieldReader {
+  private at = 0;
+
+  constructor(private readonly bytes: Buffer) {}
+
+  f64(): number {
+    const value = this.bytes.readDoubleLE(this.at);
+    this.at += 8;
+    return value;
+  }
+
+  string(): string | null {
+    const length = this.bytes.readUInt32LE(this.at);
+    this.at += 4;
+    if (length === nullLength) return null;
+    const value = this.bytes.toString("utf8", this.at, this.at + length);
+    this.at += length;
+    return value;
+  }
+
+  rest(): Buffer {
+    return this.bytes.subarray(this.at);
+  }
 }
