@@ -36,6 +36,21 @@ const { SqliteStore } = (await import(new URL("store/sqlite/sqlite-store.js", se
   SqliteStore: new (options: { path: string; durability?: string; random: unknown }) => BenchStore;
 };
 
+const { LogStore } = (await import(new URL("store/log/log-store.js", serverDist).href)) as {
+  LogStore: { open(options: { dir: string; random: unknown }): BenchStore };
+};
+
+/** A log store in a fresh temporary directory; `drop` closes it and removes the directory. */
+export function openLogStore(options: { label: string }): { store: BenchStore; drop: () => Promise<void> } {
+  const dir = mkdtempSync(join(tmpdir(), `hopper-${options.label}-`));
+  const store = LogStore.open({ dir: join(dir, "log"), random: seededRandom(1) });
+  const drop = async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { store, drop };
+}
+
 /** A SQLite store on a fresh file in a temporary directory; `drop` closes it and removes the directory. */
 export function openSqliteStore(options: { label: string; durability?: "os" | "fsync" }): {
   store: BenchStore;

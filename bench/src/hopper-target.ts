@@ -23,6 +23,7 @@ const fanoutRoutingKey = "bench";
 
 export type HopperStoreChoice =
   | { kind: "sqlite"; durability: Durability }
+  | { kind: "log" }
   | { kind: "postgres"; url: string; nodes: number };
 
 export async function startHopperTarget(params: {
@@ -44,6 +45,9 @@ export async function startHopperTarget(params: {
   if (store.kind === "sqlite") {
     serverStore = { kind: "sqlite", durability: store.durability };
     label = `Hopper SQLite (${store.durability})`;
+  } else if (store.kind === "log") {
+    serverStore = store;
+    label = "Hopper log store";
   } else {
     nodes = store.nodes;
     schema = benchSchemaName("hopper", store.url);
@@ -123,8 +127,10 @@ export async function startHopperTarget(params: {
         ? store.durability === "fsync"
           ? "confirm = SQLite commit with synchronous=FULL (fsync); ack = the same, answered after its commit"
           : "confirm = SQLite commit without fsync (--durability os); ack = the same"
-        : "confirm = PostgreSQL commit (synchronous_commit on, fsync on); ack = the same",
-    confirmsAfterFsync: store.kind === "postgres" || store.durability === "fsync",
+        : store.kind === "log"
+          ? "confirm = the log's records written and fdatasync'ed; ack = the same, answered after its fdatasync"
+          : "confirm = PostgreSQL commit (synchronous_commit on, fsync on); ack = the same",
+    confirmsAfterFsync: store.kind !== "sqlite" || store.durability === "fsync",
     brokerPids: servers.map((server) => server.pid),
     postgresAppName: store.kind === "postgres" ? schema : undefined,
     async createQueue(queue) {

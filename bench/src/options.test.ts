@@ -4,11 +4,20 @@ import { parseBenchOptions } from "./options.js";
 
 test("compare runs every target by default, Hopper first", () => {
   const { runs } = parseBenchOptions(["compare"]);
-  assert.equal(runs.length, 11);
+  assert.equal(runs.length, 13);
   assert.deepEqual(runs[0], { target: "hopper", store: "sqlite", consumer: "pull" });
   assert.deepEqual(runs[1], { target: "hopper", store: "sqlite", consumer: "push" });
-  assert.deepEqual(runs[3], { target: "hopper", store: "postgres", nodes: 1, consumer: "push" });
+  assert.deepEqual(runs[2], { target: "hopper", store: "log", consumer: "pull" });
+  assert.deepEqual(runs[3], { target: "hopper", store: "log", consumer: "push" });
+  assert.deepEqual(runs[5], { target: "hopper", store: "postgres", nodes: 1, consumer: "push" });
   assert.ok(runs.some((run) => run.target === "rabbitmq" && run.queueType === "quorum"));
+});
+
+test("queue --store log runs Hopper on the log store; it has one node", () => {
+  assert.deepEqual(parseBenchOptions(["queue", "--store", "log", "--consumer", "push"]).runs, [
+    { target: "hopper", store: "log", consumer: "push" },
+  ]);
+  assert.throws(() => parseBenchOptions(["queue", "--store", "log", "--nodes", "3"]), /needs --store postgres/);
 });
 
 test("compare --targets runs the named targets in the given order", () => {

@@ -43,6 +43,7 @@ const commands: readonly Command[] = ["queue", "compare", "compare-pg", "compare
 /** One system under test, as configured for one run. */
 export type RunSpec =
   | { target: "hopper"; store: "sqlite"; consumer: ConsumerMode }
+  | { target: "hopper"; store: "log"; consumer: ConsumerMode }
   | { target: "hopper"; store: "postgres"; nodes: number; consumer: ConsumerMode }
   | { target: "skiplocked" }
   | { target: "pgboss" }
@@ -67,6 +68,8 @@ const brokerRuns = {
 const compareAllRuns = {
   "hopper-sqlite": () => ({ target: "hopper", store: "sqlite", consumer: "pull" }),
   "hopper-sqlite-push": () => ({ target: "hopper", store: "sqlite", consumer: "push" }),
+  "hopper-log": () => ({ target: "hopper", store: "log", consumer: "pull" }),
+  "hopper-log-push": () => ({ target: "hopper", store: "log", consumer: "push" }),
   "hopper-pg": () => ({ target: "hopper", store: "postgres", nodes: 1, consumer: "pull" }),
   "hopper-pg-push": () => ({ target: "hopper", store: "postgres", nodes: 1, consumer: "push" }),
   skiplocked: () => ({ target: "skiplocked" }),
@@ -139,12 +142,12 @@ export interface BenchOptions {
 }
 
 export const usage = `usage: npm run bench -- queue [--target hopper|skiplocked|pgboss|${Object.keys(brokerRuns).join("|")}]
-                                [--store sqlite|postgres] [--nodes 1] [--consumer pull|push]
+                                [--store sqlite|log|postgres] [--nodes 1] [--consumer pull|push]
        npm run bench -- compare [--targets ${Object.keys(compareAllRuns).join(",")}]
                                 [--rabbitmq-url ${rabbitmqUrlDefault}] [--nats-url ${natsUrlDefault}]
                                 [--redis-server ${redisServerPathDefault}]
        npm run bench -- compare-pg [--nodes 3] [--targets ${Object.keys(compareRuns).join(",")}]
-       npm run bench -- compare-consumers [--consumers pull,push] [--store sqlite|postgres] [--nodes 1]
+       npm run bench -- compare-consumers [--consumers pull,push] [--store sqlite|log|postgres] [--nodes 1]
   all take: [--workloads w1,w2,w3,fanout,fifo] [--messages 50000] [--backlog ${backlogMessagesDefault}]
             [--fanout-messages ${fanoutMessagesDefault}] [--fifo-messages ${fifoMessagesDefault}] [--fifo-groups ${fifoGroupsDefault}]
             [--fifo-consumers ${fifoConsumersDefault}] [--fifo-queues standard,fifo]
@@ -274,7 +277,11 @@ function hopperRun(store: string | undefined, nodes: number | undefined, consume
     return { target: "hopper", store: "sqlite", consumer };
   }
   if (store === "postgres") return { target: "hopper", store, nodes: nodes ?? 1, consumer };
-  throw new Error(`--store is "sqlite" or "postgres", not "${store}"`);
+  if (store === "log") {
+    if (nodes !== undefined && nodes !== 1) throw new Error("--nodes above 1 needs --store postgres");
+    return { target: "hopper", store, consumer };
+  }
+  throw new Error(`--store is "sqlite", "log" or "postgres", not "${store}"`);
 }
 
 function queueRun(

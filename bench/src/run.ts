@@ -67,7 +67,9 @@ export async function runOne(
         store:
           spec.store === "sqlite"
             ? { kind: "sqlite", durability: options.durability }
-            : { kind: "postgres", url: options.pgUrl, nodes: spec.nodes },
+            : spec.store === "log"
+              ? { kind: "log" }
+              : { kind: "postgres", url: options.pgUrl, nodes: spec.nodes },
         profileDir: options.profileDir,
         wireCounter,
         countFrames: options.countFrames && spec.consumer === "push",
@@ -196,6 +198,7 @@ export function describeSpec(spec: RunSpec, options: Pick<BenchOptions, "durabil
   if (spec.target === "bullmq") return "BullMQ";
   const suffix = consumerSuffix(spec, options);
   if (spec.store === "sqlite") return `Hopper SQLite (${options.durability})${suffix}`;
+  if (spec.store === "log") return `Hopper log store${suffix}`;
   return `Hopper PostgreSQL, ${spec.nodes} node${spec.nodes === 1 ? "" : "s"}${suffix}`;
 }
 

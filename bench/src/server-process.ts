@@ -28,6 +28,7 @@ export interface BenchServer {
 /** Where the server keeps its state: a fresh SQLite file, or a PostgreSQL schema that nodes share. */
 export type ServerStore =
   | { kind: "sqlite"; durability: Durability }
+  | { kind: "log" }
   | {
       kind: "postgres";
       url: string;
@@ -63,7 +64,7 @@ export async function startBenchServer(options: {
   profileDir?: string | undefined;
 }): Promise<BenchServer> {
   const { store } = options;
-  const dataDir = store.kind === "sqlite" ? mkdtempSync(join(tmpdir(), "hopper-bench-")) : undefined;
+  const dataDir = store.kind !== "postgres" ? mkdtempSync(join(tmpdir(), "hopper-bench-")) : undefined;
   const nodeFlags = [
     ...serverNodeFlags(),
     ...(options.profileDir === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", options.profileDir]),
@@ -71,7 +72,9 @@ export async function startBenchServer(options: {
   const storeFlags =
     store.kind === "sqlite"
       ? ["--data", join(dataDir as string, "hopper.db"), "--durability", store.durability]
-      : ["--store", store.url, "--pg-schema", store.schema];
+      : store.kind === "log"
+        ? ["--store", `log:${join(dataDir as string, "log")}`]
+        : ["--store", store.url, "--pg-schema", store.schema];
   const args = [...nodeFlags, serverMainPath, "serve", "--port", "0", ...storeFlags];
   const env = withoutHopperSettings();
   if (store.kind === "postgres") env.PGAPPNAME = store.appName;

@@ -1,21 +1,24 @@
 /**
- * W3's storage work, the SQLite store alone (no server, no network): 10 concurrent sends of 100 fill a
+ * W3's storage work, a store alone (no server, no network): 10 concurrent sends of 100 fill a
  * queue with N JSON messages of 1 KiB, then 4 concurrent loops of lease(100) + ack drain it, through the
  * store's group commit as the server calls it. Prints the CPU time of this process (the store's thread
  * and its checkpoint thread) and the wall time per message of each phase, for `--rounds` fresh stores:
  *
- *   node bench/dist/store-drain.js [--messages 100000] [--rounds 3] [--durability os|fsync]
+ *   node bench/dist/store-drain.js [--store sqlite|log] [--messages 100000] [--rounds 3] [--durability os|fsync]
+ *
+ * (The log store always fsyncs; --durability applies to SQLite.)
  *
  * It loads the compiled store (`npm run build` first).
  */
 import { parseArgs } from "node:util";
-import { attributes, message, openSqliteStore } from "./compiled-store.js";
+import { attributes, message, openLogStore, openSqliteStore } from "./compiled-store.js";
 
 const { values } = parseArgs({
   options: {
     messages: { type: "string", default: "100000" },
     rounds: { type: "string", default: "3" },
     durability: { type: "string", default: "os" },
+    store: { type: "string", default: "sqlite" },
   },
 });
 const total = Number(values.messages);
@@ -24,6 +27,7 @@ if (!Number.isInteger(total) || total < 100 || total % 100 !== 0)
   throw new Error("--messages: a multiple of 100");
 if (!Number.isInteger(rounds) || rounds < 1) throw new Error("--rounds: a positive integer");
 if (values.durability !== "os" && values.durability !== "fsync") throw new Error("--durability: os or fsync");
+if (values.store !== "sqlite" && values.store !== "log") throw new Error("--store: sqlite or log");
 
 const now = 1_800_000_000_000;
 const queue = "q";
@@ -44,7 +48,10 @@ async function perMessage(count: number, work: () => Promise<void>): Promise<{ c
 }
 
 for (let round = 1; round <= rounds; round++) {
-  const { store, drop } = openSqliteStore({ label: "store-drain", durability: values.durability });
+  const { store, drop } =
+    values.store === "log"
+      ? openLogStore({ label: "store-drain" })
+      : openSqliteStore({ label: "store-drain", durability: values.durability });
   try {
     await store.queueUpsert({ name: queue, kind: "standard", attributes, now });
     let sent = 0;
