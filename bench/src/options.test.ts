@@ -17,7 +17,10 @@ test("queue --store log runs Hopper on the log store; it has one node", () => {
   assert.deepEqual(parseBenchOptions(["queue", "--store", "log", "--consumer", "push"]).runs, [
     { target: "hopper", store: "log", consumer: "push" },
   ]);
-  assert.throws(() => parseBenchOptions(["queue", "--store", "log", "--nodes", "3"]), /needs --store postgres/);
+  assert.throws(
+    () => parseBenchOptions(["queue", "--store", "log", "--nodes", "3"]),
+    /needs --store postgres/,
+  );
 });
 
 test("compare --targets runs the named targets in the given order", () => {

@@ -39,6 +39,7 @@ export const errorCatalog = {
   too_many_connections: { status: 429, message: "The server holds the most WebSocket connections." },
   too_many_consumers: { status: 429, message: "This connection holds the most consumers it allows." },
   too_many_subscriptions: { status: 429, message: "The most signal subscriptions allowed are taken." },
+  store_full: { status: 507, message: "The store holds the most message bytes it allows." },
   unavailable: { status: 503, message: "The store is not reachable." },
   internal: { status: 500, message: "An internal error occurred." },
 } as const satisfies Record<string, { status: number; message: string }>;

@@ -85,6 +85,9 @@ export const limits = {
    * checkpoint thread has copied nearly all of them by then; under steady writes this is where the
    * WAL restarts (docs/architecture.md). */
   walBackstopPages: 10_000,
+  /** The message bytes the log store holds in memory at most (bodies, plus about 256 bytes a message):
+   * a send beyond it is refused with store_full (docs/log-store.md). */
+  logStoreBytesMax: 1024 * 1024 * 1024,
   /** The log store's segment files roll past this size (docs/log-store.md). */
   logSegmentBytesMax: 64 * 1024 * 1024,
   /** The log store compacts only once its log holds at least this many bytes... */

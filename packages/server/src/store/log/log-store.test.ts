@@ -3,6 +3,7 @@ import { mkdtempSync, readdirSync, rmSync, statSync, truncateSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import { HopperError } from "../../errors.js";
 import { seededRandom } from "../../random.js";
 import { attributes, message, t0 } from "../conformance-fixtures.js";
 import { decodeReceipt } from "../receipts.js";
@@ -393,4 +394,34 @@ test("log store: a call is one log record, so a torn tail takes a whole call or 
     assert.equal((await reopened.queueDepth({ name, now: t0 })).available, 0);
   }
   await reopened.close();
+});
+
+test("log store: a send past bytesMax is refused whole with store_full; room comes back as messages leave", async () => {
+  const store = new LogStore({ random: seededRandom(1), bytesMax: 3 * (1024 + 256) });
+  await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
+  const kib = () => message({ body: "x".repeat(1024) });
+  const send = (count: number) =>
+    store.queueSendMany({
+      now: t0,
+      sends: [{ queue: "q", policy: noSendPolicy, messages: Array.from({ length: count }, kib) }],
+    });
+  await send(2);
+  await assert.rejects(
+    send(2),
+    (error: unknown) => error instanceof HopperError && error.code === "store_full",
+  );
+  assert.equal((await store.queueGet({ name: "q" }))?.counters.published, 2, "nothing of the refused send");
+  await send(1);
+  const { messages } = await store.queueLease({
+    queue: "q",
+    max: 3,
+    now: t0,
+    leaseExpiresAt: t0 + 1000,
+    expiredBefore: 0,
+    inFlightMax: 10,
+    deadLetter: null,
+  });
+  await store.queueAck({ queue: "q", receipts: messages.map((m) => m.receipt) });
+  await send(3);
+  await store.close();
 });

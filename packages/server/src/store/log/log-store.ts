@@ -64,10 +64,14 @@ export interface LogStoreOptions {
   random: Random;
   /** Compaction waits for the log to reach at least this size (default limits.logCompactBytesMin). */
   compactBytesMin?: number;
+  /** The most bytes of messages the store holds (default limits.logStoreBytesMax). */
+  bytesMax?: number;
 }
 
 const jsonContentType = "application/json";
 /** Priorities run 0–9 (NewMessage.priority). */
+/** What a message holds besides its body, about: its fields in memory, its insert record's head. */
+const messageOverheadBytes = 256;
 /** A snapshot is cut into records of about this size. */
 const snapshotRecordBytes = 1024 * 1024;
 const priorityLevels = 10;
@@ -200,11 +204,13 @@ export class LogStore implements Store {
   private compacting: Promise<void> | undefined;
   private compactions = 0;
   private readonly compactBytesMin: number;
+  private readonly bytesMax: number;
 
   /** A store in memory only, for tests: `open` is the durable one. */
   constructor(options: LogStoreOptions) {
     this.random = options.random;
     this.compactBytesMin = options.compactBytesMin ?? limits.logCompactBytesMin;
+    this.bytesMax = options.bytesMax ?? limits.logStoreBytesMax;
     this.commits = new Commits(() => this.compactIfDue());
   }
 
@@ -935,6 +941,7 @@ export class LogStore implements Store {
       return message.id;
     });
     const stored = send.messages.filter((message, i) => ids[i] === message.id);
+    this.refuseBeyondBytesMax(stored);
     if (overflow?.policy === "reject" && stored.length > 0) {
       const depth = depthOf(queue.counters);
       if (depth + stored.length > overflow.maxDepth) throw queueFull(send.queue, overflow.maxDepth, depth);
@@ -950,6 +957,21 @@ export class LogStore implements Store {
     return { ids, leased: [] };
   }
 
+  /**
+   * The state lives in memory, so its size is bounded (bytesMax): a send that would take the messages
+   * held past it is refused whole. Dead letters and redrives move what is held already and are not.
+   */
+  private refuseBeyondBytesMax(messages: readonly NewMessage[]): void {
+    let incoming = 0;
+    for (const message of messages) incoming += message.body.length + messageOverheadBytes;
+    if (this.liveBytes + incoming <= this.bytesMax) return;
+    throw new HopperError(
+      "store_full",
+      `The log store holds ${this.liveBytes} of at most ${this.bytesMax} bytes of messages.`,
+      { bytes: this.liveBytes, bytesMax: this.bytesMax },
+    );
+  }
+
   /** A send whose hand-off leases the messages ranked 1 to its in-flight room as it stores them. */
   private sendHandingOff(
     queue: QueueState,
@@ -958,6 +980,7 @@ export class LogStore implements Store {
     handoff: Handoff,
     now: number,
   ): SendOutcome {
+    this.refuseBeyondBytesMax(messages);
     const room = Math.max(0, Math.min(handoff.max, handoff.inFlightMax - this.inFlight(queue, now)));
     const tokenBase = Math.floor(this.random.uint48() / 2 ** 8);
     const leased: LeasedMessage[] = [];
@@ -1390,8 +1413,7 @@ function insertHeadOf(message: Message): InsertHead {
 
 /** What a message adds to a snapshot, about: its body and its insert record's head. */
 function messageBytes(message: Message): number {
-  const body = typeof message.body === "string" ? message.body.length : message.body.length;
-  return body + 256;
+  return message.body.length + messageOverheadBytes;
 }
 
 function leaseOf(
