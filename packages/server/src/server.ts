@@ -71,7 +71,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   await broker.start();
   const exchanges = new ExchangeBroker(store, clock, broker.router, broker);
   const apiKeys = new ApiKeys(options.apiKeys ?? []);
-  const metrics = new Metrics(broker, exchanges, store instanceof SqliteStore ? store : undefined);
+  const metrics = new Metrics(
+    broker,
+    exchanges,
+    store instanceof SqliteStore || store instanceof LogStore ? store : undefined,
+  );
   const app = await buildHttpApp({ broker, exchanges, apiKeys, metrics, logger });
   const signals = new SignalHub(store, (error) => console.warn("signal not handed to other nodes", error));
   await registerWebSocketEndpoint(app, { broker, clock, signals });

@@ -8,6 +8,7 @@ import { QueueBroker } from "../broker/queues.js";
 import { FakeClock } from "../clock.js";
 import { limits } from "../limits.js";
 import { seededRandom } from "../random.js";
+import { LogStore } from "../store/log/log-store.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
 import { checkpointed } from "../testing/checkpoints.js";
 import { Metrics } from "./metrics.js";
@@ -22,7 +23,7 @@ function sample(text: string, name: string): number | undefined {
 
 /** Runs `check` with a started broker over `store` and its Metrics; stops both after. */
 async function withMetrics(
-  store: SqliteStore,
+  store: SqliteStore | LogStore,
   check: (broker: QueueBroker, metrics: Metrics) => Promise<void>,
 ): Promise<void> {
   const clock = new FakeClock();
@@ -62,6 +63,25 @@ test("a scrape reports each queue's depth by state and counters, and the store's
       assert.equal(sample(text, "hopper_store_commits_total"), store.commitStats.commits);
       const frames = sample(text, "hopper_store_checkpoint_frames_total") ?? 0;
       assert.ok(frames >= 500, `checkpoint frames: ${frames}`);
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a scrape on the log store reports its flushes as commits, and no checkpoints (it has none)", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "hopper-metrics-"));
+  const store = LogStore.open({ dir, random: seededRandom(3) });
+  try {
+    await withMetrics(store, async (broker, metrics) => {
+      await broker.putQueue("q", {});
+      await broker.send("q", [{ body: Buffer.from("x"), contentType: "text/plain" }]);
+      const text = await metrics.render();
+      const commits = sample(text, "hopper_store_commits_total") ?? 0;
+      assert.ok(commits >= 2, `commits: ${commits}`);
+      assert.equal(commits, store.commitStats.commits);
+      assert.ok((sample(text, "hopper_store_commit_jobs_total") ?? 0) >= commits);
+      assert.equal(sample(text, "hopper_store_checkpoint_frames_total"), undefined);
     });
   } finally {
     rmSync(dir, { recursive: true, force: true });

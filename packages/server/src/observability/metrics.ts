@@ -86,12 +86,13 @@ export class Metrics {
         for (const [exchange, count] of exchanges.unroutable) this.inc({ exchange }, count);
       },
     });
-    // The embedded store's group commit: jobs ÷ commits is how many calls shared each commit (and fsync).
+    // The embedded stores' group commit (SQLite's, the log store's flushes): jobs ÷ commits is how many
+    // calls shared each commit (and fsync).
     if (store?.commitStats) {
       const commitStats = () => store.commitStats ?? { commits: 0, jobs: 0 };
       new Counter({
         name: "hopper_store_commits_total",
-        help: "Transactions the embedded store committed (one fsync each with durability fsync).",
+        help: "Commits of the embedded store (SQLite transactions, log store flushes): at most one fsync each.",
         registers: [this.registry],
         collect() {
           this.reset();
@@ -107,6 +108,8 @@ export class Metrics {
           this.inc(commitStats().jobs);
         },
       });
+    }
+    if (store && "checkpointStats" in store) {
       new Counter({
         name: "hopper_store_checkpoint_frames_total",
         help: "WAL frames (pages) the embedded store's checkpoint thread copied into the database file.",
