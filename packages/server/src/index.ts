@@ -5,6 +5,7 @@ export { errorCatalog, HopperError } from "./errors.js";
 export { limits, queueDefaults } from "./limits.js";
 export { type Random, seededRandom, systemRandom } from "./random.js";
 export { type RunningServer, type ServerOptions, startServer } from "./server.js";
+export { LogStore } from "./store/log/log-store.js";
 export { PostgresStore } from "./store/postgres/postgres-store.js";
 export {
   type SendInTransactionOptions,

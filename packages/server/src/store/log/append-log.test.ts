@@ -16,17 +16,9 @@ import { join } from "node:path";
 import { type TestContext, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import * as zlib from "node:zlib";
-import {
-  AppendLog,
-  type AppendLogIo,
-  type AppendLogOptions,
-  fileIo,
-  frameHeaderBytes,
-  requireZlibCrc32,
-  type SegmentFile,
-  segmentHeaderBytes,
-} from "./append-log.js";
+import { AppendLog, type AppendLogIo, type AppendLogOptions, fileIo } from "./append-log.js";
 import { crashRecord, crashRecordBytes } from "./append-log-crash-child.js";
+import { frameHeaderBytes, requireZlibCrc32, type SegmentFile, segmentHeaderBytes } from "./log-format.js";
 
 const childPath = fileURLToPath(new URL("./append-log-crash-child.js", import.meta.url));
 

@@ -25,20 +25,8 @@
  *     reads and checks the disk, can tell which records survived.
  *  8. One process writes a directory at a time; nothing here locks it.
  *
- * On-disk format, little endian. A segment file is named by its sequence number, 20 digits, so that
- * names sort in log order: 00000000000000000001.log, 00000000000000000002.log, ...
- *
- *   segment header, 28 bytes          frame (one record), 8 + length bytes
- *   +0   "HOPL" magic                 +0  u32 payload length (0xFFFFFFFF: the snapshot marker, no payload)
- *   +4   u16 format version = 1       +4  u32 crc32 of the 4 length bytes followed by the payload
- *   +6   u16 flags: bit 0 = base      +8  payload
- *   +8   u64 seq (= the file name)
- *   +16  u64 previousSeq (0: none)
- *   +24  u32 crc32 of bytes 0..23
- *
- * A base segment (flag bit 0) begins with a complete snapshot of the state: its records, then the
- * marker frame. A base without its marker is an unfinished rewrite: recovery ignores and deletes it.
- * The frame's CRC covers the length too, so a zero-filled region (length 0, crc 0) is not a record.
+ * The on-disk format is drawn in log-format.ts. Recovery, which reads a directory of segments back,
+ * checks them against these invariants and repairs what a crash can leave, is in log-recovery.ts.
  *
  * Ordering of flush and rewrite
  *  - `flush()` resolves once every record appended before the call is durable; flushes resolve in call
@@ -58,46 +46,32 @@ import {
   close as closeCallback,
   closeSync,
   fdatasyncSync,
-  fstatSync,
   fsync as fsyncCallback,
-  fsyncSync,
-  ftruncateSync,
-  mkdirSync,
   open as openCallback,
   openSync,
-  readdirSync,
-  readSync,
-  unlinkSync,
-  writeSync,
   writevSync,
 } from "node:fs";
 import { unlink } from "node:fs/promises";
-import { dirname, join, resolve } from "node:path";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import * as zlib from "node:zlib";
+import {
+  encodeSegmentHeader,
+  FrameEncoder,
+  frameHeaderBytes,
+  requireZlibCrc32,
+  type SegmentFile,
+  segmentFileName,
+  segmentHeaderBytes,
+  totalBytes,
+} from "./log-format.js";
+import { createDirectory, type OpenSegment, type RecoveredLog, recoverLog } from "./log-recovery.js";
 
 /** Rolling costs a file creation and a directory fsync, so segments should be large enough for it to be
  * rare; compaction deletes whole segments, so they should not be so large that space comes back late. */
 export const segmentBytesMaxDefault = 64 * 1024 * 1024;
-/** A record is one mutation of the store, whose largest request is 10 MiB; the bound also keeps a
- * damaged length field from making recovery read gigabytes. It must stay below the marker's length. */
-export const recordBytesMax = 256 * 1024 * 1024;
-/** append() copies records into chunks of this size: one allocation per MiB of records, and a flush
- * gathers few buffers into its writev. */
-const encoderChunkBytes = 1024 * 1024;
-/** Recovery reads segments in chunks of this size (a larger record is read whole). */
-const readChunkBytes = 1024 * 1024;
 /** A rewrite writes its snapshot in pieces of this size, so its memory stays bounded by it. */
 const snapshotPieceBytes = 4 * 1024 * 1024;
-
-const segmentMagic = "HOPL";
-const formatVersion = 1;
-const baseFlag = 1;
-export const segmentHeaderBytes = 28;
-export const frameHeaderBytes = 8;
-const markerLength = 0xffffffff;
-const segmentFilePattern = /^\d{20}\.log$/;
-const twoPow32 = 2 ** 32;
 
 export interface AppendLogOptions {
   /** Created if missing. */
@@ -117,11 +91,6 @@ export interface AppendLogStats {
   syncs: number;
   /** fsync calls issued on the directory. */
   directorySyncs: number;
-}
-
-export interface SegmentFile {
-  readonly fd: number;
-  readonly fileName: string;
 }
 
 /** The two file operations on the write path, injectable so tests can count, delay or fail them. */
@@ -175,444 +144,6 @@ function dropBytes(buffers: readonly Buffer[], count: number): Buffer[] {
     skip = 0;
   }
   return rest;
-}
-
-/** Throws unless this Node has zlib.crc32 (20.15 and later): the log cannot check a record without it. */
-export function requireZlibCrc32(zlibModule: { crc32?: unknown }): void {
-  if (typeof zlibModule.crc32 !== "function")
-    throw new Error(`the append log needs zlib.crc32 (Node 20.15 or later); this is Node ${process.version}`);
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Encoding
-
-const crcTable = buildCrcTable();
-
-function buildCrcTable(): Uint32Array {
-  const table = new Uint32Array(256);
-  for (let byte = 0; byte < 256; byte++) {
-    let crc = byte;
-    for (let bit = 0; bit < 8; bit++) crc = crc & 1 ? 0xedb88320 ^ (crc >>> 1) : crc >>> 1;
-    table[byte] = crc >>> 0;
-  }
-  return table;
-}
-
-/** CRC-32 of the 4 little-endian bytes of `length`: four table lookups cost less than a call into
- * zlib, which then continues the CRC over the payload. */
-function crc32OfLength(length: number): number {
-  let crc = 0xffffffff;
-  for (let shift = 0; shift < 32; shift += 8) {
-    crc = (crcTable[(crc ^ (length >>> shift)) & 0xff] ?? 0) ^ (crc >>> 8);
-  }
-  return (crc ^ 0xffffffff) >>> 0;
-}
-
-const markerCrc = crc32OfLength(markerLength);
-
-/** The frame's CRC: over the length bytes, then the payload. */
-function frameCrc(payload: Uint8Array): number {
-  return zlib.crc32(payload, crc32OfLength(payload.length));
-}
-
-/**
- * Frames records into large chunks, copying each payload once, and hands out the bytes framed since
- * the last take() as a few buffers for one writev. A chunk is shared by consecutive takes: later
- * frames go after the bytes already handed out, which are never written again.
- */
-class FrameEncoder {
-  /** Bytes framed and not yet taken. */
-  bytes = 0;
-  private chunk = Buffer.alloc(0);
-  private filledTo = 0;
-  private takenTo = 0;
-  /** Untaken bytes of earlier, full chunks. */
-  private fullChunks: Buffer[] = [];
-
-  add(record: Uint8Array): void {
-    const length = record.length;
-    if (length > recordBytesMax)
-      throw new RangeError(`a log record holds at most ${recordBytesMax} bytes, not ${length}`);
-    const at = this.reserve(frameHeaderBytes + length);
-    this.chunk.writeUInt32LE(length, at);
-    this.chunk.writeUInt32LE(frameCrc(record), at + 4);
-    this.chunk.set(record, at + frameHeaderBytes);
-  }
-
-  addMarker(): void {
-    const at = this.reserve(frameHeaderBytes);
-    this.chunk.writeUInt32LE(markerLength, at);
-    this.chunk.writeUInt32LE(markerCrc, at + 4);
-  }
-
-  take(): Buffer[] {
-    const buffers = this.fullChunks;
-    if (this.filledTo > this.takenTo) buffers.push(this.chunk.subarray(this.takenTo, this.filledTo));
-    this.fullChunks = [];
-    this.takenTo = this.filledTo;
-    this.bytes = 0;
-    return buffers;
-  }
-
-  /** Room for `frameBytes` in the chunk, starting a new chunk when it does not fit; the frame's offset. */
-  private reserve(frameBytes: number): number {
-    if (this.chunk.length - this.filledTo < frameBytes) {
-      if (this.filledTo > this.takenTo)
-        this.fullChunks.push(this.chunk.subarray(this.takenTo, this.filledTo));
-      this.chunk = Buffer.allocUnsafe(Math.max(encoderChunkBytes, frameBytes));
-      this.filledTo = 0;
-      this.takenTo = 0;
-    }
-    const at = this.filledTo;
-    this.filledTo += frameBytes;
-    this.bytes += frameBytes;
-    return at;
-  }
-}
-
-interface SegmentHeader {
-  seq: number;
-  base: boolean;
-  previousSeq: number;
-}
-
-export function segmentFileName(seq: number): string {
-  return `${String(seq).padStart(20, "0")}.log`;
-}
-
-function encodeSegmentHeader(header: SegmentHeader): Buffer {
-  const bytes = Buffer.alloc(segmentHeaderBytes);
-  bytes.write(segmentMagic, 0, "latin1");
-  bytes.writeUInt16LE(formatVersion, 4);
-  bytes.writeUInt16LE(header.base ? baseFlag : 0, 6);
-  writeUInt64(bytes, 8, header.seq);
-  writeUInt64(bytes, 16, header.previousSeq);
-  bytes.writeUInt32LE(zlib.crc32(bytes.subarray(0, 24)), 24);
-  return bytes;
-}
-
-/** The header, or undefined when it is torn (short, or failing its CRC); throws for a header that is
- * intact but not one this code can read. */
-function decodeSegmentHeader(
-  bytes: Buffer,
-  file: { fileName: string; seq: number },
-): SegmentHeader | undefined {
-  if (bytes.length < segmentHeaderBytes) return undefined;
-  if (zlib.crc32(bytes.subarray(0, 24)) !== bytes.readUInt32LE(24)) return undefined;
-  if (bytes.toString("latin1", 0, 4) !== segmentMagic)
-    throw corruption(file.fileName, 0, "is not an append log segment (wrong magic bytes)");
-  const version = bytes.readUInt16LE(4);
-  if (version !== formatVersion)
-    throw corruption(file.fileName, 0, `has format version ${version}; this code reads ${formatVersion}`);
-  const flags = bytes.readUInt16LE(6);
-  if ((flags & ~baseFlag) !== 0) throw corruption(file.fileName, 0, `has unknown flags ${flags}`);
-  const seq = readUInt64(bytes, 8);
-  if (seq !== file.seq) throw corruption(file.fileName, 0, `says it is segment ${seq}`);
-  return { seq, base: (flags & baseFlag) !== 0, previousSeq: readUInt64(bytes, 16) };
-}
-
-function writeUInt64(bytes: Buffer, at: number, value: number): void {
-  bytes.writeUInt32LE(value % twoPow32, at);
-  bytes.writeUInt32LE(Math.floor(value / twoPow32), at + 4);
-}
-
-function readUInt64(bytes: Buffer, at: number): number {
-  return bytes.readUInt32LE(at + 4) * twoPow32 + bytes.readUInt32LE(at);
-}
-
-function totalBytes(buffers: readonly Uint8Array[]): number {
-  let bytes = 0;
-  for (const buffer of buffers) bytes += buffer.length;
-  return bytes;
-}
-
-function corruption(fileName: string, offset: number, what: string): Error {
-  return new Error(`append log segment ${fileName} at offset ${offset}: ${what}`);
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Recovery (synchronous: it runs once, before the log serves anything)
-
-interface ListedSegment {
-  seq: number;
-  fileName: string;
-  path: string;
-  fileBytes: number;
-  /** Undefined when torn. */
-  header: SegmentHeader | undefined;
-}
-
-type HeadedSegment = ListedSegment & { header: SegmentHeader };
-
-interface OpenSegment extends SegmentFile, SegmentHeader {
-  bytes: number;
-}
-
-interface RecoveredLog {
-  current: OpenSegment | undefined;
-  segmentBytes: Map<number, number>;
-  nextSeq: number;
-  lastRegularSeq: number;
-}
-
-/** Reads a segment file in chunks; a chunk is never reused, so views handed out stay valid. */
-class SegmentReader {
-  private chunk = Buffer.alloc(0);
-  private chunkStart = 0;
-
-  constructor(
-    private readonly fd: number,
-    readonly fileBytes: number,
-  ) {}
-
-  /** The bytes [position, position + length), which the caller knows lie inside the file. */
-  bytesAt(position: number, length: number): Buffer {
-    const end = position + length;
-    if (position < this.chunkStart || end > this.chunkStart + this.chunk.length) {
-      const chunkBytes = Math.min(Math.max(readChunkBytes, length), this.fileBytes - position);
-      this.chunk = Buffer.allocUnsafe(chunkBytes);
-      this.chunkStart = position;
-      let filled = 0;
-      while (filled < chunkBytes) {
-        const read = readSync(this.fd, this.chunk, filled, chunkBytes - filled, position + filled);
-        if (read === 0)
-          throw new Error(`a segment file shrank while it was read, at offset ${position + filled}`);
-        filled += read;
-      }
-    }
-    return this.chunk.subarray(position - this.chunkStart, end - this.chunkStart);
-  }
-}
-
-interface ScanResult {
-  /** End of the last intact frame. */
-  end: number;
-  markerSeen: boolean;
-  /** Why the scan stopped before the end of the file: "torn" damage can come from a crash mid-write,
-   * "invalid" never can. */
-  damage?: { kind: "torn" | "invalid"; reason: string };
-}
-
-/**
- * Walks the frames of a segment from its header on, passing each record's payload to `onRecord`.
- * Stops at the first damaged frame, or (with stopAtMarker) right after the snapshot marker.
- */
-function scanFrames(
-  reader: SegmentReader,
-  isBase: boolean,
-  onRecord: ((payload: Buffer) => void) | undefined,
-  stopAtMarker: boolean,
-): ScanResult {
-  const fileBytes = reader.fileBytes;
-  let offset = segmentHeaderBytes;
-  let markerSeen = false;
-  const stop = (kind: "torn" | "invalid", reason: string): ScanResult => ({
-    end: offset,
-    markerSeen,
-    damage: { kind, reason },
-  });
-  while (offset < fileBytes) {
-    if (fileBytes - offset < frameHeaderBytes)
-      return stop("torn", "a frame header runs past the end of the file");
-    const frameHeader = reader.bytesAt(offset, frameHeaderBytes);
-    const length = frameHeader.readUInt32LE(0);
-    const crc = frameHeader.readUInt32LE(4);
-    if (length === markerLength) {
-      if (crc !== markerCrc) return stop("torn", "a snapshot marker fails its CRC");
-      if (!isBase || markerSeen)
-        return stop("invalid", "a snapshot marker outside the start of a base segment");
-      markerSeen = true;
-      offset += frameHeaderBytes;
-      if (stopAtMarker) return { end: offset, markerSeen };
-      continue;
-    }
-    if (length > recordBytesMax) return stop("torn", `a record length of ${length} bytes, over the maximum`);
-    if (offset + frameHeaderBytes + length > fileBytes)
-      return stop("torn", `a record of ${length} bytes runs past the end of the file`);
-    const payload = reader.bytesAt(offset + frameHeaderBytes, length);
-    if (frameCrc(payload) !== crc) return stop("torn", "a record fails its CRC");
-    onRecord?.(payload);
-    offset += frameHeaderBytes + length;
-  }
-  return { end: offset, markerSeen };
-}
-
-/** The segment files in the directory, in log order, with their headers. */
-function listSegments(dir: string): ListedSegment[] {
-  const fileNames = readdirSync(dir)
-    .filter((name) => segmentFilePattern.test(name))
-    .sort();
-  return fileNames.map((fileName) => {
-    const seq = Number(fileName.slice(0, 20));
-    if (!Number.isSafeInteger(seq) || seq === 0)
-      throw corruption(fileName, 0, "has an impossible sequence number");
-    const path = join(dir, fileName);
-    const fd = openSync(path, "r");
-    try {
-      const fileBytes = fstatSync(fd).size;
-      const headerBytes = Buffer.alloc(Math.min(fileBytes, segmentHeaderBytes));
-      readSync(fd, headerBytes, 0, headerBytes.length, 0);
-      return { seq, fileName, path, fileBytes, header: decodeSegmentHeader(headerBytes, { fileName, seq }) };
-    } finally {
-      closeSync(fd);
-    }
-  });
-}
-
-function baseHasMarker(segment: HeadedSegment): boolean {
-  const fd = openSync(segment.path, "r");
-  try {
-    return scanFrames(new SegmentReader(fd, segment.fileBytes), true, undefined, true).markerSeen;
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/**
- * Checks that each segment names the one before it (invariant 6), from the base on (or from the first
- * segment when there is no base); answers the seq that the next new regular segment must name.
- */
-function checkSegmentLinks(segments: readonly HeadedSegment[], base: HeadedSegment | undefined): number {
-  let expectedPrevious = 0;
-  for (const segment of segments) {
-    if (segment === base) {
-      expectedPrevious = segment.header.previousSeq;
-      continue;
-    }
-    if (segment.header.previousSeq !== expectedPrevious) {
-      const expected = expectedPrevious === 0 ? "no segment" : segmentFileName(expectedPrevious);
-      throw corruption(
-        segment.fileName,
-        0,
-        `follows ${segmentFileName(segment.header.previousSeq)}, but the log holds ${expected} before it: ` +
-          "a segment (or the base segment that replaced it) is missing",
-      );
-    }
-    // An unfinished base leaves the chain as it was: the segment after it names the same predecessor.
-    if (!segment.header.base) expectedPrevious = segment.seq;
-  }
-  return expectedPrevious;
-}
-
-/** Replays one segment; in the newest file a torn tail is truncated (ftruncate + fsync), elsewhere it is
- * corruption. Answers the segment's size afterwards. */
-function replaySegment(
-  fd: number,
-  segment: HeadedSegment,
-  replay: (record: Buffer) => void,
-  isNewest: boolean,
-): number {
-  const scan = scanFrames(new SegmentReader(fd, segment.fileBytes), segment.header.base, replay, false);
-  if (segment.header.base && !scan.markerSeen)
-    throw corruption(segment.fileName, scan.end, "a base segment lost its snapshot marker while being read");
-  if (scan.damage === undefined) return scan.end;
-  if (!isNewest || scan.damage.kind === "invalid")
-    throw corruption(
-      segment.fileName,
-      scan.end,
-      `${scan.damage.reason}; only the newest segment may end in a torn record, so this is corruption`,
-    );
-  ftruncateSync(fd, scan.end);
-  fsyncSync(fd);
-  return scan.end;
-}
-
-/**
- * Recovers the log in `dir`: picks the newest complete base (or the first segment), checks the links,
- * replays every intact record in order, truncates a torn tail of the newest segment, deletes the
- * segments that a complete base replaced and the unfinished bases, and rewrites a torn newest header.
- */
-function recoverLog(dir: string, dirFd: number, replay: (record: Buffer) => void): RecoveredLog {
-  const listed = listSegments(dir);
-  const newest = listed.at(-1);
-  for (const segment of listed) {
-    if (segment.header === undefined && segment !== newest)
-      throw corruption(segment.fileName, 0, "has a damaged header, and only the newest segment may be torn");
-  }
-  const headed = listed.filter((segment): segment is HeadedSegment => segment.header !== undefined);
-
-  let base: HeadedSegment | undefined;
-  const unfinishedBases: HeadedSegment[] = [];
-  for (const segment of headed.toReversed()) {
-    if (!segment.header.base) continue;
-    if (baseHasMarker(segment)) {
-      base = segment;
-      break;
-    }
-    unfinishedBases.push(segment);
-  }
-  const fromBase = base === undefined ? headed : headed.filter((segment) => segment.seq >= base.seq);
-  const superseded = base === undefined ? [] : headed.filter((segment) => segment.seq < base.seq);
-  let lastRegularSeq = checkSegmentLinks(fromBase, base);
-
-  const segmentBytes = new Map<number, number>();
-  let current: OpenSegment | undefined;
-  try {
-    for (const segment of fromBase) {
-      if (unfinishedBases.includes(segment)) continue;
-      const isNewest = segment === newest;
-      const fd = openSync(segment.path, isNewest ? "r+" : "r");
-      try {
-        const bytes = replaySegment(fd, segment, replay, isNewest);
-        segmentBytes.set(segment.seq, bytes);
-        // Appends continue in the newest segment, unless it is a base: a base holds only its snapshot.
-        if (isNewest && !segment.header.base)
-          current = { fd, fileName: segment.fileName, ...segment.header, bytes };
-      } finally {
-        if (current?.fd !== fd) closeSync(fd);
-      }
-    }
-
-    // Deleted only after a replay that succeeded, so a log that throws keeps every file for inspection.
-    const deleted = [...superseded, ...unfinishedBases];
-    for (const segment of deleted) unlinkSync(segment.path);
-    if (deleted.length > 0) fsyncSync(dirFd);
-
-    if (newest !== undefined && newest.header === undefined) {
-      current = rewriteTornHeader(newest, lastRegularSeq, dirFd);
-      segmentBytes.set(newest.seq, current.bytes);
-      lastRegularSeq = newest.seq;
-    }
-  } catch (error) {
-    if (current !== undefined) closeSync(current.fd);
-    throw error;
-  }
-  return { current, segmentBytes, nextSeq: (newest?.seq ?? 0) + 1, lastRegularSeq };
-}
-
-/** A crash right after a segment's creation can leave its header torn: the file held no acknowledged
- * record (its first flush had not fdatasync'ed), so it starts over as an empty regular segment. */
-function rewriteTornHeader(segment: ListedSegment, previousSeq: number, dirFd: number): OpenSegment {
-  const header = { seq: segment.seq, base: false, previousSeq };
-  const bytes = encodeSegmentHeader(header);
-  const fd = openSync(segment.path, "w");
-  try {
-    let written = 0;
-    while (written < bytes.length) written += writeSync(fd, bytes, written, bytes.length - written, written);
-    fdatasyncSync(fd);
-    fsyncSync(dirFd);
-  } catch (error) {
-    closeSync(fd);
-    throw error;
-  }
-  return { fd, fileName: segment.fileName, ...header, bytes: bytes.length };
-}
-
-/** mkdir -p, then fsyncs the parent of every directory it created, so their entries are durable. */
-function createDirectory(dir: string): void {
-  const firstCreated = mkdirSync(dir, { recursive: true });
-  if (firstCreated === undefined) return;
-  const top = resolve(firstCreated);
-  // Bounded by the path's depth: dirname() of the root is the root.
-  for (let created = resolve(dir); created !== dirname(created); created = dirname(created)) {
-    const parentFd = openSync(dirname(created), "r");
-    try {
-      fsyncSync(parentFd);
-    } finally {
-      closeSync(parentFd);
-    }
-    if (created === top) return;
-  }
 }
 
 // ---------------------------------------------------------------------------------------------------

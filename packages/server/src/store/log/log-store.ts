@@ -1,19 +1,15 @@
 /**
- * The log store's engine: every queue, exchange and message held in memory, changed only through the
- * primitives of `Mutations` below. This is the first part of the store that docs/log-store.md plans:
- * state in memory, each change appended to a log (append-log.ts) and answered after the log's fsync.
- * This part holds the state and applies the Store contract to it; it is not yet durable and so is not
- * offered as a store to run (only the conformance suite runs it).
+ * The log store (docs/log-store.md): every queue, exchange and message held in memory, changed only
+ * through the primitives below, each of which records its inverse (for a call that throws) and its
+ * change (for the log). commits.ts turns a call's changes into one log record and answers after the
+ * log's fdatasync; `open` replays the log into memory; compaction rewrites it as a snapshot. The
+ * state itself, a queue's indexes and their scans are in queue-state.ts, with their invariants.
  *
  * Invariants:
- * - Every message is in `bySeq` and in its queue's `messages`, and in exactly one lease order: its
- *   priority's heap (standard queue), or, while it is its group's head, the heads heap (FIFO queue).
- *   A FIFO message is in its group's array, in seq order, and is the head exactly when it is first.
- * - `leased` holds exactly the queue's messages with a lease token.
- * - A call either applies whole or not at all: each primitive records its inverse, and a call that
- *   throws is rolled back before its promise rejects.
- * - Calls apply in the order they are made; their answers are released together, in order, at the
- *   end of the turn (where the log will flush them first).
+ * - Every message is in `bySeq` exactly when it is in its queue's indexes.
+ * - `lastSeq` is at least every seq ever given, across restarts and compactions (seqFloor).
+ * - `liveBytes` is the sum of messageBytes over the messages held.
+ * - A call either applies whole or not at all, and the log holds it whole or not at all.
  */
 import { HopperError, invariant, queueFull, queueNotFound } from "../../errors.js";
 import { limits } from "../../limits.js";
@@ -22,7 +18,6 @@ import { decodeReceipt, encodeReceipt } from "../receipts.js";
 import { noRedriveTarget, notHeldBack, redriveScanMax } from "../redrive-order.js";
 import {
   type BindingDestination,
-  type BindingRecord,
   type DeadLetterRoute,
   deadLetterHeaders,
   depthOf,
@@ -46,11 +41,34 @@ import {
   type Store,
   type StoredMessage,
   type StoreEvent,
-  zeroCounters,
 } from "../store.js";
 import { AppendLog, type AppendLogOptions } from "./append-log.js";
 import { Commits } from "./commits.js";
-import { type HeapSlot, IndexedHeap } from "./indexed-heap.js";
+import {
+  asOrderRow,
+  bindingKey,
+  byArrival,
+  byVisibility,
+  compareText,
+  countInFlight,
+  type ExchangeState,
+  emptyQueue,
+  heapOf,
+  insertHeadOf,
+  leaseCandidates,
+  leaseOf,
+  linkInQueue,
+  type Message,
+  messageBytes,
+  messageOverheadBytes,
+  type QueueState,
+  scanDepth,
+  select,
+  toExchangeRecord,
+  toQueueRecord,
+  toStored,
+  unlinkFromQueue,
+} from "./queue-state.js";
 import {
   type Change,
   changeType,
@@ -69,126 +87,12 @@ export interface LogStoreOptions {
 }
 
 const jsonContentType = "application/json";
-/** Priorities run 0–9 (NewMessage.priority). */
-/** What a message holds besides its body, about: its fields in memory, its insert record's head. */
-const messageOverheadBytes = 256;
 /** A snapshot is cut into records of about this size. */
 const snapshotRecordBytes = 1024 * 1024;
-const priorityLevels = 10;
-
-interface Message extends HeapSlot {
-  readonly seq: number;
-  readonly queue: QueueState;
-  readonly id: string;
-  /** A JSON body as text, any other as bytes: what the wire needs (StoredMessage.body). */
-  readonly body: Buffer | string;
-  readonly contentType: string;
-  readonly headers: Record<string, string>;
-  readonly key: string | null;
-  readonly priority: number;
-  readonly dedupId: string | null;
-  /** FIFO queues only: the group (the key, or ""). */
-  readonly groupKey: string | null;
-  readonly publishedAt: number;
-  visibleAt: number;
-  deliveryCount: number;
-  firstDeliveredAt: number | null;
-  leaseToken: number | null;
-}
-
-interface QueueState {
-  readonly name: string;
-  readonly kind: QueueKind;
-  attributes: QueueAttributes;
-  readonly createdAt: number;
-  readonly counters: QueueCounters;
-  readonly messages: Map<number, Message>;
-  /** The lease order: a heap per priority (standard), or one heap of group heads (FIFO). */
-  readonly ready: IndexedHeap<Message>[];
-  readonly groups: Map<string, Message[]>;
-  readonly leased: Set<Message>;
-  readonly dedup: Map<string, { messageId: string; expiresAt: number }>;
-}
-
-interface ExchangeState {
-  readonly name: string;
-  readonly type: ExchangeType;
-  alternate: string | null;
-  readonly createdAt: number;
-  /** By `bindingKey`. */
-  readonly bindings: Map<string, BindingRecord>;
-}
 
 type MoveParams = Parameters<Store["queueMove"]>[0];
 type MoveResult = Awaited<ReturnType<Store["queueMove"]>>;
 type DeadLetterExhaustedParams = Parameters<Store["queueDeadLetterExhausted"]>[0];
-
-/** Lease order: earlier visibility first, then arrival. */
-function visibleFirst(a: Message, b: Message): boolean {
-  return a.visibleAt < b.visibleAt || (a.visibleAt === b.visibleAt && a.seq < b.seq);
-}
-
-/** Arrival order for the oldest-first paths (overflow, redrive): publish time, then seq. */
-function byArrival(a: Message, b: Message): number {
-  return a.publishedAt - b.publishedAt || a.seq - b.seq;
-}
-
-function byVisibility(a: Message, b: Message): number {
-  return a.visibleAt - b.visibleAt || a.seq - b.seq;
-}
-
-function bindingKey(destination: BindingDestination, pattern: string): string {
-  return JSON.stringify([destination.kind, destination.name, pattern]);
-}
-
-function compareText(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
-
-function toStored(message: Message): StoredMessage {
-  return {
-    id: message.id,
-    body: message.body,
-    contentType: message.contentType,
-    headers: message.headers,
-    key: message.key,
-    priority: message.priority,
-    dedupId: message.dedupId,
-    publishedAt: message.publishedAt,
-    visibleAt: message.visibleAt,
-    deliveryCount: message.deliveryCount,
-    firstDeliveredAt: message.firstDeliveredAt,
-  };
-}
-
-function toQueueRecord(queue: QueueState): QueueRecord {
-  return {
-    name: queue.name,
-    kind: queue.kind,
-    attributes: { ...queue.attributes },
-    createdAt: queue.createdAt,
-    counters: { ...queue.counters },
-  };
-}
-
-function toExchangeRecord(exchange: ExchangeState): ExchangeRecord {
-  const bindings = [...exchange.bindings.values()].sort(
-    (a, b) =>
-      compareText(a.destination.kind, b.destination.kind) ||
-      compareText(a.destination.name, b.destination.name) ||
-      compareText(a.pattern, b.pattern),
-  );
-  return {
-    name: exchange.name,
-    type: exchange.type,
-    alternate: exchange.alternate,
-    createdAt: exchange.createdAt,
-    bindings: bindings.map((binding) => ({
-      destination: { ...binding.destination },
-      pattern: binding.pattern,
-    })),
-  };
-}
 
 export class LogStore implements Store {
   readonly commitsInCallOrder = true;
@@ -415,19 +319,7 @@ export class LogStore implements Store {
     attributes: QueueAttributes,
     createdAt: number,
   ): QueueState {
-    const levels = kind === "fifo" ? 1 : priorityLevels;
-    const queue: QueueState = {
-      name,
-      kind,
-      attributes,
-      createdAt,
-      counters: { ...zeroCounters },
-      messages: new Map(),
-      ready: Array.from({ length: levels }, () => new IndexedHeap<Message>(visibleFirst)),
-      groups: new Map(),
-      leased: new Set(),
-      dedup: new Map(),
-    };
+    const queue = emptyQueue(name, kind, attributes, createdAt);
     this.queues.set(name, queue);
     this.commits.changed(
       () => this.queues.delete(name),
@@ -579,7 +471,7 @@ export class LogStore implements Store {
     message.firstDeliveredAt = lease.firstDeliveredAt;
     if (lease.leaseToken === null) message.queue.leased.delete(message);
     else message.queue.leased.add(message);
-    if (moved && message.heapIndex >= 0) this.heapOf(message).update(message);
+    if (moved && message.heapIndex >= 0) heapOf(message).update(message);
   }
 
   private createExchange(
@@ -642,61 +534,18 @@ export class LogStore implements Store {
     return true;
   }
 
-  private heapOf(message: Message): IndexedHeap<Message> {
-    return message.queue.ready[message.priority] as IndexedHeap<Message>;
-  }
-
-  /**
-   * Puts a message into every index of its queue. `position` is its place in its FIFO group when it
-   * comes back by an undo, or -1 for the group's end.
-   */
+  /** Puts a message into every index: the store's and its queue's (`position` as linkInQueue). */
   private link(message: Message, position: number): void {
-    const queue = message.queue;
     this.liveBytes += messageBytes(message);
     this.bySeq.set(message.seq, message);
-    queue.messages.set(message.seq, message);
-    if (message.leaseToken !== null) queue.leased.add(message);
-    if (message.groupKey === null) {
-      this.heapOf(message).push(message);
-      return;
-    }
-    let group = queue.groups.get(message.groupKey);
-    if (!group) {
-      group = [];
-      queue.groups.set(message.groupKey, group);
-    }
-    const index = position < 0 ? group.length : position;
-    group.splice(index, 0, message);
-    if (index === 0) {
-      // The message heads its group again: the one that was head (promoted when it left) steps back.
-      const former = group[1];
-      if (former) (queue.ready[0] as IndexedHeap<Message>).remove(former);
-      (queue.ready[0] as IndexedHeap<Message>).push(message);
-    }
+    linkInQueue(message, position);
   }
 
   /** Takes a message out of every index; answers its place in its FIFO group (or -1). */
   private unlink(message: Message): number {
-    const queue = message.queue;
     this.liveBytes -= messageBytes(message);
     this.bySeq.delete(message.seq);
-    queue.messages.delete(message.seq);
-    queue.leased.delete(message);
-    if (message.groupKey === null) {
-      this.heapOf(message).remove(message);
-      return -1;
-    }
-    const group = queue.groups.get(message.groupKey) as Message[];
-    const index = group[0] === message ? 0 : group.indexOf(message);
-    group.splice(index, 1);
-    if (index === 0) {
-      const heads = queue.ready[0] as IndexedHeap<Message>;
-      heads.remove(message);
-      const next = group[0];
-      if (next) heads.push(next);
-    }
-    if (group.length === 0) queue.groups.delete(message.groupKey);
-    return index;
+    return unlinkFromQueue(message);
   }
 
   // ---- reads
@@ -713,63 +562,6 @@ export class LogStore implements Store {
       throw new HopperError("exchange_not_found", `Exchange "${name}" does not exist.`, { exchange: name });
     }
     return exchange;
-  }
-
-  /** A scan of the queue: what is not visible now, and the oldest publish time. */
-  private depthOf(queue: QueueState, now: number): QueueDepth {
-    let delayed = 0;
-    let inFlight = 0;
-    let oldest: number | null = null;
-    for (const message of queue.messages.values()) {
-      if (message.visibleAt > now) {
-        if (message.leaseToken === null) delayed++;
-        else inFlight++;
-      }
-      if (oldest === null || message.publishedAt < oldest) oldest = message.publishedAt;
-    }
-    return {
-      available: depthOf(queue.counters) - delayed - inFlight,
-      delayed,
-      inFlight,
-      oldestPublishedAt: oldest,
-    };
-  }
-
-  private inFlight(queue: QueueState, now: number): number {
-    let n = 0;
-    for (const message of queue.leased) if (message.visibleAt > now) n++;
-    return n;
-  }
-
-  /** The queue's messages that pass `filter`, sorted, at most `limit`. */
-  private select(
-    queue: QueueState,
-    filter: (message: Message) => boolean,
-    order: (a: Message, b: Message) => number,
-    limit: number,
-  ): Message[] {
-    const chosen: Message[] = [];
-    for (const message of queue.messages.values()) if (filter(message)) chosen.push(message);
-    return chosen.sort(order).slice(0, limit);
-  }
-
-  /**
-   * The next messages a lease may take, in the order it takes them (the heaps read in order, without
-   * taking anything out): a FIFO queue's available heads; a standard queue's available messages,
-   * higher priority first, each priority in visibility order. Messages past retention are passed over.
-   */
-  private candidates(queue: QueueState, now: number, expiredBefore: number, limit: number): Message[] {
-    const chosen: Message[] = [];
-    for (let level = queue.ready.length - 1; level >= 0 && chosen.length < limit; level--) {
-      const heap = queue.ready[level] as IndexedHeap<Message>;
-      inOrder(heap.values(), visibleFirst, (message) => {
-        // Everything still to visit becomes visible at or after this one.
-        if (message.visibleAt > now) return "done";
-        if (message.publishedAt > expiredBefore) chosen.push(message);
-        return chosen.length < limit ? "go" : "done";
-      });
-    }
-    return chosen;
   }
 
   // ---- queues
@@ -904,7 +696,7 @@ export class LogStore implements Store {
   }
 
   queueDepth(params: { name: string; now: number }): Promise<QueueDepth> {
-    return this.commits.read(() => this.depthOf(this.requireQueue(params.name), params.now));
+    return this.commits.read(() => scanDepth(this.requireQueue(params.name), params.now));
   }
 
   queueListWithDepth(
@@ -915,7 +707,7 @@ export class LogStore implements Store {
       const queues = this.sortedQueues().filter((queue) => queue.name > after);
       return queues
         .slice(0, params.limit ?? queues.length)
-        .map((queue) => ({ queue: toQueueRecord(queue), depth: this.depthOf(queue, params.now) }));
+        .map((queue) => ({ queue: toQueueRecord(queue), depth: scanDepth(queue, params.now) }));
     });
   }
 
@@ -981,7 +773,7 @@ export class LogStore implements Store {
     now: number,
   ): SendOutcome {
     this.refuseBeyondBytesMax(messages);
-    const room = Math.max(0, Math.min(handoff.max, handoff.inFlightMax - this.inFlight(queue, now)));
+    const room = Math.max(0, Math.min(handoff.max, handoff.inFlightMax - countInFlight(queue, now)));
     const tokenBase = Math.floor(this.random.uint48() / 2 ** 8);
     const leased: LeasedMessage[] = [];
     messages.forEach((message, index) => {
@@ -1004,7 +796,7 @@ export class LogStore implements Store {
     if (!overflow || overflow.policy === "reject") return;
     const excess = depthOf(queue.counters) - overflow.maxDepth;
     if (excess <= 0) return;
-    const oldest = this.select(queue, () => true, byArrival, Math.min(excess, limits.overflowTrimMax));
+    const oldest = select(queue, () => true, byArrival, Math.min(excess, limits.overflowTrimMax));
     if (overflow.policy === "dead-letter-oldest" && overflow.deadLetter) {
       for (const message of oldest) this.deadLetter(message, overflow.deadLetter, now, "max_depth");
       return;
@@ -1050,7 +842,7 @@ export class LogStore implements Store {
   }): Promise<{ messages: LeasedMessage[]; deadLettered: number }> {
     return this.commits.run(() => {
       const queue = this.requireQueue(params.queue);
-      const wanted = Math.min(params.max, params.inFlightMax - this.inFlight(queue, params.now));
+      const wanted = Math.min(params.max, params.inFlightMax - countInFlight(queue, params.now));
       const messages: LeasedMessage[] = [];
       const taken: Message[] = [];
       let deadLettered = 0;
@@ -1058,7 +850,7 @@ export class LogStore implements Store {
       // Each pass leases or dead-letters every candidate it reads, so the loop ends; the bound keeps
       // a queue full of exhausted messages from holding one call for long.
       for (let pass = 0; pass < 10 && messages.length < wanted; pass++) {
-        const candidates = this.candidates(queue, params.now, params.expiredBefore, wanted - messages.length);
+        const candidates = leaseCandidates(queue, params.now, params.expiredBefore, wanted - messages.length);
         if (candidates.length === 0) break;
         // 40 random bits: with the seq added the token stays below 2^53, exact as a JavaScript number.
         const tokenBase = Math.floor(this.random.uint48() / 2 ** 8);
@@ -1187,7 +979,7 @@ export class LogStore implements Store {
         delayed: (message: Message) => message.visibleAt > now && message.leaseToken === null,
         "in-flight": (message: Message) => message.visibleAt > now && message.leaseToken !== null,
       }[params.state];
-      return this.select(queue, filter, byVisibility, params.limit).map(toStored);
+      return select(queue, filter, byVisibility, params.limit).map(toStored);
     });
   }
 
@@ -1227,7 +1019,7 @@ export class LogStore implements Store {
     return this.commits.run(() => {
       const source = this.requireQueue(params.queue);
       const { now } = params;
-      const candidates = this.select(
+      const candidates = select(
         source,
         (message) => message.visibleAt <= now || message.leaseToken === null,
         byArrival,
@@ -1389,75 +1181,5 @@ export class LogStore implements Store {
       const exchange = this.requireExchange(params.exchange);
       return { deleted: this.removeBinding(exchange, params.destination, params.pattern) };
     });
-  }
-}
-
-/** The insert record that makes the message again as it is now, lease and all (a snapshot's). */
-function insertHeadOf(message: Message): InsertHead {
-  return {
-    queue: message.queue.name,
-    seq: message.seq,
-    id: message.id,
-    contentType: message.contentType,
-    headers: message.headers,
-    key: message.key,
-    priority: message.priority,
-    dedupId: message.dedupId,
-    publishedAt: message.publishedAt,
-    visibleAt: message.visibleAt,
-    deliveryCount: message.deliveryCount,
-    firstDeliveredAt: message.firstDeliveredAt,
-    leaseToken: message.leaseToken,
-  };
-}
-
-/** What a message adds to a snapshot, about: its body and its insert record's head. */
-function messageBytes(message: Message): number {
-  return message.body.length + messageOverheadBytes;
-}
-
-function leaseOf(
-  message: Message,
-): Pick<Message, "visibleAt" | "leaseToken" | "deliveryCount" | "firstDeliveredAt"> {
-  return {
-    visibleAt: message.visibleAt,
-    leaseToken: message.leaseToken,
-    deliveryCount: message.deliveryCount,
-    firstDeliveredAt: message.firstDeliveredAt,
-  };
-}
-
-/** What redrive-order.ts orders a message by. */
-function asOrderRow(message: Message): {
-  seq: number;
-  key: string | null;
-  group_key: string | null;
-  message: Message;
-} {
-  return { seq: message.seq, key: message.key, group_key: message.groupKey, message };
-}
-
-/**
- * Visits a heap's items in order without changing it, as long as `visit` says "go": a second, small
- * heap of positions holds the frontier (each visited item's children), so visiting k items costs
- * O(k log k). "done" ends the walk.
- */
-function inOrder<Item extends HeapSlot>(
-  items: readonly Item[],
-  before: (a: Item, b: Item) => boolean,
-  visit: (item: Item) => "go" | "done",
-): void {
-  if (items.length === 0) return;
-  const frontier = new IndexedHeap<{ heapIndex: number; at: number }>((a, b) =>
-    before(items[a.at] as Item, items[b.at] as Item),
-  );
-  frontier.push({ heapIndex: -1, at: 0 });
-  for (;;) {
-    const next = frontier.pop();
-    if (!next) return;
-    if (visit(items[next.at] as Item) === "done") return;
-    for (const child of [2 * next.at + 1, 2 * next.at + 2]) {
-      if (child < items.length) frontier.push({ heapIndex: -1, at: child });
-    }
   }
 }
