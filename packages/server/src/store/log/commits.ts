@@ -56,7 +56,14 @@ export class Commits {
     }
     this.undo = undefined;
     // One record per call: a torn tail can only cut between calls, never through one.
-    if (this.log && !this.writer.empty) this.log.append(this.writer.take());
+    if (this.log && !this.writer.empty) {
+      try {
+        this.log.append(this.writer.take());
+      } catch (error) {
+        // The log refuses appends once a write failed (a read's flush may have found it first).
+        return Promise.reject(this.fail(error));
+      }
+    }
     this.stats.jobs++;
     return new Promise<T>((resolve, reject) => {
       this.answers.push({ resolve: () => resolve(value), reject });
@@ -94,7 +101,7 @@ export class Commits {
     const refusal = this.refusal();
     if (refusal) throw refusal;
     const value = compute();
-    if (this.log) await this.log.flush();
+    if (this.log) await this.log.flush().catch((error: unknown) => Promise.reject(this.fail(error)));
     return value;
   }
 
@@ -123,11 +130,17 @@ export class Commits {
         this.afterFlush();
       },
       (error: unknown) => {
-        this.failure ??= new Error("the log store stopped: a write to its log failed; restart to recover", {
-          cause: error,
-        });
-        for (const answer of answers) answer.reject(this.failure);
+        const failure = this.fail(error);
+        for (const answer of answers) answer.reject(failure);
       },
     );
+  }
+
+  /** Stops the store for good: memory may now be ahead of the disk. Answers the error calls get. */
+  private fail(cause: unknown): unknown {
+    this.failure ??= new Error("the log store stopped: a write to its log failed; restart to recover", {
+      cause,
+    });
+    return this.failure;
   }
 }

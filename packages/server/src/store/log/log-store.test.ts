@@ -425,3 +425,32 @@ test("log store: a send past bytesMax is refused whole with store_full; room com
   await send(3);
   await store.close();
 });
+
+test("log store: a failed write found by a read stops the store as well", async () => {
+  let fail = false;
+  const store = LogStore.open({
+    dir: tempDir(),
+    random: seededRandom(1),
+    io: {
+      write: async (file, buffers, position) => {
+        if (fail) throw new Error("EIO (injected)");
+        await fileIo.write(file, buffers, position);
+      },
+    },
+  });
+  await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
+  fail = true;
+  // The read's flush is the first to write the send's record, and fails.
+  const sending = store.queueSendMany({
+    now: t0,
+    sends: [{ queue: "q", policy: noSendPolicy, messages: [message()] }],
+  });
+  await assert.rejects(store.queueGet({ name: "q" }), /log store stopped/);
+  await assert.rejects(sending, /log store stopped/);
+  fail = false;
+  await assert.rejects(
+    store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages: [message()] }] }),
+    /log store stopped/,
+  );
+  await store.close().catch(() => {});
+});
