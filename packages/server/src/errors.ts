@@ -3,6 +3,8 @@
  * a HopperError to their wire; nothing else decides a status code.
  */
 
+import type { ExchangeType, QueueKind } from "./store/store.js";
+
 export const errorCatalog = {
   invalid_request: { status: 400, message: "The request does not match the schema." },
   invalid_json: { status: 400, message: "The request body is not valid JSON." },
@@ -78,6 +80,55 @@ export function queueFull(queue: string, maxDepth: number, depth: number): Hoppe
     maxDepth,
     depth,
   });
+}
+
+/** The queue exists with another kind, and a queue's kind cannot change. */
+export function queueKindMismatch(queue: string, kind: QueueKind): HopperError {
+  return new HopperError("queue_kind_mismatch", `Queue "${queue}" is ${kind}.`, { kind });
+}
+
+/** The queue cannot be deleted while other queues name it as their dead-letter queue. */
+export function queueInUse(queue: string, deadLetterSources: string[]): HopperError {
+  return new HopperError(
+    "queue_in_use",
+    `Queue "${queue}" is the dead-letter queue of ${deadLetterSources.join(", ")}.`,
+    { deadLetterSources },
+  );
+}
+
+/** The queue a queue's dead-letter target names does not exist. */
+export function deadLetterQueueNotFound(queue: string): HopperError {
+  return new HopperError("dead_letter_queue_not_found", `Dead-letter queue "${queue}" does not exist.`, {
+    queue,
+  });
+}
+
+/** The exchange of that name does not exist. */
+export function exchangeNotFound(exchange: string): HopperError {
+  return new HopperError("exchange_not_found", `Exchange "${exchange}" does not exist.`, { exchange });
+}
+
+/** The exchange exists with another type, and an exchange's type cannot change. */
+export function exchangeTypeMismatch(exchange: string, type: ExchangeType): HopperError {
+  return new HopperError("exchange_type_mismatch", `Exchange "${exchange}" is ${type}.`, { type });
+}
+
+/** The exchange cannot be deleted while queues name it as their dead-letter exchange. */
+export function exchangeInUse(exchange: string, deadLetterSources: string[]): HopperError {
+  return new HopperError(
+    "exchange_in_use",
+    `Exchange "${exchange}" is the dead-letter exchange of ${deadLetterSources.join(", ")}.`,
+    { deadLetterSources },
+  );
+}
+
+/** The exchange a queue's dead-letter target names does not exist. */
+export function deadLetterExchangeNotFound(exchange: string): HopperError {
+  return new HopperError(
+    "dead_letter_exchange_not_found",
+    `Dead-letter exchange "${exchange}" does not exist.`,
+    { exchange },
+  );
 }
 
 /** Asserts a programmer's invariant; a failure is a bug and crashes loudly. */

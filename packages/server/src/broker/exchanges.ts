@@ -3,7 +3,7 @@
  * reaches, in one transaction. Routing is the Router's; writing the copies is the queue broker's.
  */
 import type { Clock } from "../clock.js";
-import { HopperError } from "../errors.js";
+import { exchangeNotFound, HopperError } from "../errors.js";
 import { limits } from "../limits.js";
 import type { BindingDestination, ExchangeRecord, ExchangeType, Store } from "../store/store.js";
 import { checkRoutingKey, type OutgoingMessage, type QueueBroker } from "./queues.js";
@@ -65,8 +65,7 @@ export class ExchangeBroker {
 
   async getExchange(name: string): Promise<ExchangeRecord> {
     const exchange = await this.store.exchangeGet({ name });
-    if (!exchange)
-      throw new HopperError("exchange_not_found", `Exchange "${name}" does not exist.`, { exchange: name });
+    if (!exchange) throw exchangeNotFound(name);
     return exchange;
   }
 
@@ -110,7 +109,7 @@ export class ExchangeBroker {
       throw new HopperError("batch_too_large", `A batch holds 1 to ${limits.batchSizeMax} items.`);
     }
     if (!(await this.router.exchange(exchange))) {
-      throw new HopperError("exchange_not_found", `Exchange "${exchange}" does not exist.`, { exchange });
+      throw exchangeNotFound(exchange);
     }
     for (const item of items) checkRoutingKey(item.routingKey);
     const routes = await Promise.all(items.map((item) => this.router.route(exchange, item.routingKey)));

@@ -3,7 +3,7 @@
  * decides lease lengths, retry delays, dead-lettering and when long polls wake. It knows no protocol.
  */
 import type { Clock } from "../clock.js";
-import { HopperError, queueNotFound } from "../errors.js";
+import { HopperError, queueKindMismatch, queueNotFound } from "../errors.js";
 import { uuidv7Generator } from "../ids.js";
 import { limits } from "../limits.js";
 import type { Random } from "../random.js";
@@ -243,9 +243,7 @@ export class QueueBroker {
     const existing = await this.store.queueGet({ name });
     const kind = input.kind ?? existing?.kind ?? "standard";
     if (existing && existing.kind !== kind) {
-      throw new HopperError("queue_kind_mismatch", `Queue "${name}" is ${existing.kind}.`, {
-        kind: existing.kind,
-      });
+      throw queueKindMismatch(name, existing.kind);
     }
     const attributes = resolveAttributes(name, existing?.attributes ?? initialAttributes(kind), input);
     const { created, queue } = await this.store.queueUpsert({

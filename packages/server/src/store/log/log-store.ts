@@ -11,7 +11,19 @@
  * - `liveBytes` is the sum of messageBytes over the messages held.
  * - A call either applies whole or not at all, and the log holds it whole or not at all.
  */
-import { HopperError, invariant, queueFull, queueNotFound } from "../../errors.js";
+import {
+  deadLetterExchangeNotFound,
+  deadLetterQueueNotFound,
+  exchangeInUse,
+  exchangeNotFound,
+  exchangeTypeMismatch,
+  HopperError,
+  invariant,
+  queueFull,
+  queueInUse,
+  queueKindMismatch,
+  queueNotFound,
+} from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
@@ -559,7 +571,7 @@ export class LogStore implements Store {
   private requireExchange(name: string): ExchangeState {
     const exchange = this.exchanges.get(name);
     if (!exchange) {
-      throw new HopperError("exchange_not_found", `Exchange "${name}" does not exist.`, { exchange: name });
+      throw exchangeNotFound(name);
     }
     return exchange;
   }
@@ -577,9 +589,7 @@ export class LogStore implements Store {
       const existing = this.queues.get(params.name);
       if (existing) {
         if (existing.kind !== params.kind) {
-          throw new HopperError("queue_kind_mismatch", `Queue "${params.name}" is ${existing.kind}.`, {
-            kind: existing.kind,
-          });
+          throw queueKindMismatch(params.name, existing.kind);
         }
         this.setAttributes(existing, { ...params.attributes });
         return { created: false, queue: toQueueRecord(existing) };
@@ -595,20 +605,10 @@ export class LogStore implements Store {
     if (!target) return;
     if ("queue" in target) {
       if (target.queue !== queueName && !this.queues.has(target.queue)) {
-        throw new HopperError(
-          "dead_letter_queue_not_found",
-          `Dead-letter queue "${target.queue}" does not exist.`,
-          {
-            queue: target.queue,
-          },
-        );
+        throw deadLetterQueueNotFound(target.queue);
       }
     } else if (!this.exchanges.has(target.exchange)) {
-      throw new HopperError(
-        "dead_letter_exchange_not_found",
-        `Dead-letter exchange "${target.exchange}" does not exist.`,
-        { exchange: target.exchange },
-      );
+      throw deadLetterExchangeNotFound(target.exchange);
     }
   }
 
@@ -685,13 +685,7 @@ export class LogStore implements Store {
       })
       .map((queue) => queue.name);
     if (sources.length > 0) {
-      throw new HopperError(
-        "queue_in_use",
-        `Queue "${name}" is the dead-letter queue of ${sources.join(", ")}.`,
-        {
-          deadLetterSources: sources,
-        },
-      );
+      throw queueInUse(name, sources);
     }
   }
 
@@ -1112,9 +1106,7 @@ export class LogStore implements Store {
         return { created: true, exchange: toExchangeRecord(exchange) };
       }
       if (existing.type !== params.type) {
-        throw new HopperError("exchange_type_mismatch", `Exchange "${params.name}" is ${existing.type}.`, {
-          type: existing.type,
-        });
+        throw exchangeTypeMismatch(params.name, existing.type);
       }
       this.setAlternate(existing, params.alternate);
       return { created: false, exchange: toExchangeRecord(existing) };
@@ -1142,11 +1134,7 @@ export class LogStore implements Store {
         })
         .map((queue) => queue.name);
       if (sources.length > 0) {
-        throw new HopperError(
-          "exchange_in_use",
-          `Exchange "${params.name}" is the dead-letter exchange of ${sources.join(", ")}.`,
-          { deadLetterSources: sources },
-        );
+        throw exchangeInUse(params.name, sources);
       }
       this.dropExchange(exchange);
       this.deleteBindingsTo({ kind: "exchange", name: params.name });

@@ -7,7 +7,19 @@
  */
 import { createHash } from "node:crypto";
 import pg from "pg";
-import { HopperError, invariant, queueFull, queueNotFound } from "../../errors.js";
+import {
+  deadLetterExchangeNotFound,
+  deadLetterQueueNotFound,
+  exchangeInUse,
+  exchangeNotFound,
+  exchangeTypeMismatch,
+  HopperError,
+  invariant,
+  queueFull,
+  queueInUse,
+  queueKindMismatch,
+  queueNotFound,
+} from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
@@ -483,9 +495,7 @@ export class PostgresStore implements Store {
       }
       if (existing) {
         if (existing.kind !== params.kind) {
-          throw new HopperError("queue_kind_mismatch", `Queue "${params.name}" is ${existing.kind}.`, {
-            kind: existing.kind,
-          });
+          throw queueKindMismatch(params.name, existing.kind);
         }
         await client.query(sql.queueUpdateAttributes, [existing.queue_id, attributes]);
       }
@@ -514,11 +524,7 @@ export class PostgresStore implements Store {
         await client.query<{ name: string }>(sql.queueSelectDeadLetterSources, [params.name])
       ).rows.map((row) => row.name);
       if (sources.length > 0) {
-        throw new HopperError(
-          "queue_in_use",
-          `Queue "${params.name}" is the dead-letter queue of ${sources.join(", ")}.`,
-          { deadLetterSources: sources },
-        );
+        throw queueInUse(params.name, sources);
       }
       const removed = (await client.query(sql.messageDeleteAllOfQueue, [queue.queue_id])).rowCount ?? 0;
       await client.query(sql.queueDelete, [queue.queue_id]);
@@ -750,24 +756,12 @@ export class PostgresStore implements Store {
     if ("queue" in target) {
       if (target.queue === queueName) return;
       if (!(await this.writes.lockQueue(client, target.queue, "share"))) {
-        throw new HopperError(
-          "dead_letter_queue_not_found",
-          `Dead-letter queue "${target.queue}" does not exist.`,
-          {
-            queue: target.queue,
-          },
-        );
+        throw deadLetterQueueNotFound(target.queue);
       }
     } else {
       const { rows } = await client.query(sql.exchangeLockShared, [target.exchange]);
       if (rows.length === 0) {
-        throw new HopperError(
-          "dead_letter_exchange_not_found",
-          `Dead-letter exchange "${target.exchange}" does not exist.`,
-          {
-            exchange: target.exchange,
-          },
-        );
+        throw deadLetterExchangeNotFound(target.exchange);
       }
     }
   }
@@ -1406,8 +1400,7 @@ export class PostgresStore implements Store {
 
   private async lockExchangeShared(client: Client, name: string): Promise<number> {
     const row = (await client.query<{ exchange_id: number }>(sql.exchangeLockShared, [name])).rows[0];
-    if (!row)
-      throw new HopperError("exchange_not_found", `Exchange "${name}" does not exist.`, { exchange: name });
+    if (!row) throw exchangeNotFound(name);
     return row.exchange_id;
   }
 
@@ -1437,9 +1430,7 @@ export class PostgresStore implements Store {
       }
       if (existing) {
         if (existing.type !== params.type) {
-          throw new HopperError("exchange_type_mismatch", `Exchange "${params.name}" is ${existing.type}.`, {
-            type: existing.type,
-          });
+          throw exchangeTypeMismatch(params.name, existing.type);
         }
         await client.query(sql.exchangeUpdateAlternate, [existing.exchange_id, params.alternate]);
       }
@@ -1465,19 +1456,13 @@ export class PostgresStore implements Store {
       const exchange = (await client.query<{ exchange_id: number }>(sql.exchangeLockExclusive, [params.name]))
         .rows[0];
       if (!exchange) {
-        throw new HopperError("exchange_not_found", `Exchange "${params.name}" does not exist.`, {
-          exchange: params.name,
-        });
+        throw exchangeNotFound(params.name);
       }
       const sources = (
         await client.query<{ name: string }>(sql.queueSelectDeadLetterExchangeSources, [params.name])
       ).rows.map((row) => row.name);
       if (sources.length > 0) {
-        throw new HopperError(
-          "exchange_in_use",
-          `Exchange "${params.name}" is the dead-letter exchange of ${sources.join(", ")}.`,
-          { deadLetterSources: sources },
-        );
+        throw exchangeInUse(params.name, sources);
       }
       await client.query(sql.exchangeDelete, [exchange.exchange_id]);
       await client.query(sql.bindingDeleteByDestination, ["exchange", params.name]);

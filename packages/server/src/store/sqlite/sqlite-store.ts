@@ -5,7 +5,19 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database, { type Database as Db, type Statement } from "better-sqlite3";
-import { HopperError, invariant, queueFull, queueNotFound } from "../../errors.js";
+import {
+  deadLetterExchangeNotFound,
+  deadLetterQueueNotFound,
+  exchangeInUse,
+  exchangeNotFound,
+  exchangeTypeMismatch,
+  HopperError,
+  invariant,
+  queueFull,
+  queueInUse,
+  queueKindMismatch,
+  queueNotFound,
+} from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
@@ -240,9 +252,7 @@ export class SqliteStore implements Store {
       const existing = this.queueRow(params.name);
       if (existing) {
         if (existing.kind !== params.kind) {
-          throw new HopperError("queue_kind_mismatch", `Queue "${params.name}" is ${existing.kind}.`, {
-            kind: existing.kind,
-          });
+          throw queueKindMismatch(params.name, existing.kind);
         }
         this.stmt(sql.queueUpdateAttributes).run({ queueId: existing.queue_id, attributes });
         return { created: false, queue: toSqliteQueueRecord(this.requireQueue(params.name)) };
@@ -322,13 +332,7 @@ export class SqliteStore implements Store {
       .map((row) => row.name)
       .filter((source) => source !== name);
     if (sources.length > 0) {
-      throw new HopperError(
-        "queue_in_use",
-        `Queue "${name}" is the dead-letter queue of ${sources.join(", ")}.`,
-        {
-          deadLetterSources: sources,
-        },
-      );
+      throw queueInUse(name, sources);
     }
   }
 
@@ -563,22 +567,10 @@ export class SqliteStore implements Store {
     if (!target) return;
     if ("queue" in target) {
       if (target.queue !== queueName && !this.queueRef(target.queue)) {
-        throw new HopperError(
-          "dead_letter_queue_not_found",
-          `Dead-letter queue "${target.queue}" does not exist.`,
-          {
-            queue: target.queue,
-          },
-        );
+        throw deadLetterQueueNotFound(target.queue);
       }
     } else if (!this.exchangeRow(target.exchange)) {
-      throw new HopperError(
-        "dead_letter_exchange_not_found",
-        `Dead-letter exchange "${target.exchange}" does not exist.`,
-        {
-          exchange: target.exchange,
-        },
-      );
+      throw deadLetterExchangeNotFound(target.exchange);
     }
   }
 
@@ -900,8 +892,7 @@ export class SqliteStore implements Store {
 
   private requireExchange(name: string): ExchangeRow {
     const row = this.exchangeRow(name);
-    if (!row)
-      throw new HopperError("exchange_not_found", `Exchange "${name}" does not exist.`, { exchange: name });
+    if (!row) throw exchangeNotFound(name);
     return row;
   }
 
@@ -930,9 +921,7 @@ export class SqliteStore implements Store {
       const existing = this.exchangeRow(params.name);
       if (existing) {
         if (existing.type !== params.type) {
-          throw new HopperError("exchange_type_mismatch", `Exchange "${params.name}" is ${existing.type}.`, {
-            type: existing.type,
-          });
+          throw exchangeTypeMismatch(params.name, existing.type);
         }
         this.stmt(sql.exchangeUpdateAlternate).run({
           exchangeId: existing.exchange_id,
@@ -966,11 +955,7 @@ export class SqliteStore implements Store {
         this.stmt(sql.queueSelectDeadLetterExchangeSources).all({ name: params.name }) as { name: string }[]
       ).map((row) => row.name);
       if (sources.length > 0) {
-        throw new HopperError(
-          "exchange_in_use",
-          `Exchange "${params.name}" is the dead-letter exchange of ${sources.join(", ")}.`,
-          { deadLetterSources: sources },
-        );
+        throw exchangeInUse(params.name, sources);
       }
       this.stmt(sql.exchangeDelete).run({ exchangeId: exchange.exchange_id });
       this.stmt(sql.bindingDeleteByDestination).run({
