@@ -3,6 +3,7 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import {
   appendFileSync,
+  existsSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -19,6 +20,7 @@ import * as zlib from "node:zlib";
 import { AppendLog, type AppendLogIo, type AppendLogOptions, fileIo } from "./append-log.js";
 import { crashRecord, crashRecordBytes } from "./append-log-crash-child.js";
 import { frameHeaderBytes, requireZlibCrc32, type SegmentFile, segmentHeaderBytes } from "./log-format.js";
+import { lockFileName } from "./log-lock.js";
 
 const childPath = fileURLToPath(new URL("./append-log-crash-child.js", import.meta.url));
 
@@ -586,4 +588,25 @@ test("a child killed by SIGKILL mid-append keeps every record it reported durabl
   await log.flush();
   await log.close();
   assert.deepEqual(await reopenRecords({ dir }), [...recovered, next]);
+});
+
+test("a directory is locked by the open log: another process's live LOCK refuses it, a dead one's is taken over", async (t) => {
+  const dir = tempDir(t);
+  const log = AppendLog.open({ dir }, noReplay);
+  assert.equal(readFileSync(join(dir, lockFileName), "utf8"), `${process.pid}\n`);
+  assert.throws(() => AppendLog.open({ dir }, noReplay), /already open in this process/);
+  await log.close();
+  assert.ok(!existsSync(join(dir, lockFileName)), "close removes the LOCK");
+
+  // A LOCK naming a live process (the one that started this test): refused, naming it.
+  writeFileSync(join(dir, lockFileName), `${process.ppid}\n`);
+  assert.throws(() => AppendLog.open({ dir }, noReplay), new RegExp(`in use by process ${process.ppid}`));
+
+  // A LOCK naming a process that has exited (as after kill -9): taken over.
+  const child = spawn(process.execPath, ["-e", ""], { stdio: "ignore" });
+  await new Promise((resolve) => child.once("exit", resolve));
+  writeFileSync(join(dir, lockFileName), `${child.pid}\n`);
+  const reopened = AppendLog.open({ dir }, noReplay);
+  assert.equal(readFileSync(join(dir, lockFileName), "utf8"), `${process.pid}\n`);
+  await reopened.close();
 });

@@ -23,7 +23,7 @@
  *  7. After any I/O failure the log refuses appends, flushes and rewrites: the bytes at its tail are
  *     unknown (a failed fdatasync may drop pages the OS reported written), and only a reopen, which
  *     reads and checks the disk, can tell which records survived.
- *  8. One process writes a directory at a time; nothing here locks it.
+ *  8. One process writes a directory at a time: open takes its LOCK file (log-lock.ts).
  *
  * The on-disk format is drawn in log-format.ts. Recovery, which reads a directory of segments back,
  * checks them against these invariants and repairs what a crash can leave, is in log-recovery.ts.
@@ -65,6 +65,7 @@ import {
   segmentHeaderBytes,
   totalBytes,
 } from "./log-format.js";
+import { lockDirectory } from "./log-lock.js";
 import { createDirectory, type OpenSegment, type RecoveredLog, recoverLog } from "./log-recovery.js";
 
 /** Rolling costs a file creation and a directory fsync, so segments should be large enough for it to be
@@ -187,6 +188,8 @@ export class AppendLog {
   private readonly dirFd: number;
   private readonly segmentBytesMax: number;
   private readonly io: AppendLogIo;
+  /** Releases the directory's LOCK (log-lock.ts); set by open. */
+  private unlock: () => void = () => {};
   private readonly encoder = new FrameEncoder();
   /** Bytes of every segment file, by seq. */
   private readonly segmentBytes: Map<number, number>;
@@ -244,11 +247,16 @@ export class AppendLog {
         `segmentBytesMax must be an integer of at least ${segmentHeaderBytes + frameHeaderBytes}`,
       );
     createDirectory(options.dir);
-    const dirFd = openSync(options.dir, "r");
+    const unlock = lockDirectory(options.dir);
+    let dirFd: number | undefined;
     try {
-      return new AppendLog(options, segmentBytesMax, dirFd, recoverLog(options.dir, dirFd, replay));
+      dirFd = openSync(options.dir, "r");
+      const log = new AppendLog(options, segmentBytesMax, dirFd, recoverLog(options.dir, dirFd, replay));
+      log.unlock = unlock;
+      return log;
     } catch (error) {
-      closeSync(dirFd);
+      if (dirFd !== undefined) closeSync(dirFd);
+      unlock();
       throw error;
     }
   }
@@ -319,12 +327,16 @@ export class AppendLog {
       );
     await this.rewriteSettled;
     while (this.driving) await this.driverDone;
-    // Only now, with no write in flight, may the descriptors close (a closed number can be reused).
-    for (const segment of [this.current, this.baseSegment])
-      if (segment !== undefined) await closeAsync(segment.fd);
-    this.current = undefined;
-    this.baseSegment = undefined;
-    await closeAsync(this.dirFd);
+    try {
+      // Only now, with no write in flight, may the descriptors close (a closed number can be reused).
+      for (const segment of [this.current, this.baseSegment])
+        if (segment !== undefined) await closeAsync(segment.fd);
+      this.current = undefined;
+      this.baseSegment = undefined;
+      await closeAsync(this.dirFd);
+    } finally {
+      this.unlock();
+    }
     if (flushError !== undefined) throw flushError;
   }
 
