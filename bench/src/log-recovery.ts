@@ -1,8 +1,9 @@
 /**
  * What the log store's state in memory costs outside the message paths: how long opening a store takes
- * (its log read back and replayed) and how long a scan of one queue takes (`queueDepth`, which
- * queueNextEvents, peek and the sweeps resemble), for a queue of N JSON messages of 1 KiB, half of
- * them leased. Fresh stores in temporary directories:
+ * (its log read back and replayed), how long a scan of one queue takes (`queueDepth`, which
+ * queueNextEvents, peek and the sweeps resemble), and what a compaction of that state costs: its
+ * time and the longest the event loop was held meanwhile. For a queue of N JSON messages of 1 KiB,
+ * half of them leased. Fresh stores in temporary directories:
  *
  *   node bench/dist/log-recovery.js [--messages 100000] [--rounds 3]
  *
@@ -11,11 +12,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { attributes, type BenchStore, message, seededRandom, serverDist } from "./compiled-store.js";
 
 const { LogStore } = (await import(new URL("store/log/log-store.js", serverDist).href)) as {
-  LogStore: { open(options: { dir: string; random: unknown }): BenchStore };
+  LogStore: { open(options: { dir: string; random: unknown }): BenchStore & { compact(): Promise<void> } };
 };
 
 const { values } = parseArgs({
@@ -65,9 +67,16 @@ for (let round = 1; round <= rounds; round++) {
     const scanMs = (performance.now() - scanStarted) / scans;
     const depth = (await store.queueDepth({ name: queue, now })) as { available: number; inFlight: number };
     if (depth.available + depth.inFlight !== total) throw new Error(`replayed ${JSON.stringify(depth)}`);
+    const loopDelay = monitorEventLoopDelay({ resolution: 1 });
+    loopDelay.enable();
+    const compactStarted = performance.now();
+    await store.compact();
+    const compactMs = performance.now() - compactStarted;
+    loopDelay.disable();
     console.log(
       `round ${round}: open (replay of ${total} messages, ${total / 2} leased) ${openMs.toFixed(0)} ms; ` +
-        `one queueDepth scan ${scanMs.toFixed(2)} ms`,
+        `one queueDepth scan ${scanMs.toFixed(2)} ms; a compaction ${compactMs.toFixed(0)} ms, ` +
+        `the event loop held at most ${(loopDelay.max / 1e6).toFixed(0)} ms`,
     );
     await store.close();
   } finally {
