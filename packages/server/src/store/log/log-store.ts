@@ -62,10 +62,10 @@ import {
   byArrival,
   byVisibility,
   compareText,
-  countInFlight,
   type ExchangeState,
   emptyQueue,
   heapOf,
+  inFlightAtMost,
   insertHeadOf,
   leaseCandidates,
   leaseOf,
@@ -768,7 +768,8 @@ export class LogStore implements Store {
     now: number,
   ): SendOutcome {
     this.refuseBeyondBytesMax(messages);
-    const room = Math.max(0, Math.min(handoff.max, handoff.inFlightMax - countInFlight(queue, now)));
+    const inFlight = inFlightAtMost(queue, now, handoff.max, handoff.inFlightMax);
+    const room = Math.max(0, Math.min(handoff.max, handoff.inFlightMax - inFlight));
     const tokenBase = Math.floor(this.random.uint48() / 2 ** 8);
     const leased: LeasedMessage[] = [];
     messages.forEach((message, index) => {
@@ -782,6 +783,7 @@ export class LogStore implements Store {
       leased[rank - 1] = { ...toStored(stored), receipt: encodeReceipt(stored.seq, lease.token) };
     });
     this.addCounters(queue, { published: messages.length, delivered: leased.length });
+    queue.inFlightBound = inFlight + leased.length;
     return { ids: messages.map((message) => message.id), leased };
   }
 
@@ -837,7 +839,8 @@ export class LogStore implements Store {
   }): Promise<{ messages: LeasedMessage[]; deadLettered: number }> {
     return this.commits.run(() => {
       const queue = this.requireQueue(params.queue);
-      const wanted = Math.min(params.max, params.inFlightMax - countInFlight(queue, params.now));
+      const inFlight = inFlightAtMost(queue, params.now, params.max, params.inFlightMax);
+      const wanted = Math.min(params.max, params.inFlightMax - inFlight);
       const messages: LeasedMessage[] = [];
       const taken: Message[] = [];
       let deadLettered = 0;
@@ -868,6 +871,7 @@ export class LogStore implements Store {
         }
       }
       if (messages.length > 0) this.addCounters(queue, { delivered: messages.length, redelivered });
+      if (!params.autoAck) queue.inFlightBound = inFlight + messages.length;
       if (params.autoAck && taken.length > 0) {
         for (const message of taken) this.deleteMessage(message);
         this.addCounters(queue, { acked: taken.length });
@@ -954,6 +958,7 @@ export class LogStore implements Store {
   }): Promise<ReceiptResult[]> {
     return this.commits.run(() => {
       const queue = this.requireQueue(params.queue);
+      queue.inFlightBound = undefined;
       return this.forEachReceipt(queue, params.receipts, (message) => {
         this.setLease(message, { ...leaseOf(message), visibleAt: params.leaseExpiresAt });
       });

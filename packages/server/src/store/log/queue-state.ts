@@ -64,6 +64,8 @@ export interface QueueState {
   readonly groups: Map<string, Message[]>;
   readonly leased: Set<Message>;
   readonly dedup: Map<string, { messageId: string; expiresAt: number }>;
+  /** At least the messages in flight, or undefined: not state, a hint (inFlightAtMost). */
+  inFlightBound: number | undefined;
 }
 
 export interface ExchangeState {
@@ -195,6 +197,7 @@ export function emptyQueue(
     groups: new Map(),
     leased: new Set(),
     dedup: new Map(),
+    inFlightBound: undefined,
   };
 }
 
@@ -273,8 +276,21 @@ export function scanDepth(queue: QueueState, now: number): QueueDepth {
   };
 }
 
+/**
+ * The queue's messages in flight, or more. Counting reads every leased message, so a lease counts
+ * only when the ceiling could bind, as the SQLite store does: the queue keeps the last count plus what
+ * was leased since (leases and hand-offs are the only way in; acks, nacks and ended leases only take
+ * messages out, and an extend, which can take an ended lease back, forgets the bound). While that sum
+ * leaves room for `max` more, the exact count would too.
+ */
+export function inFlightAtMost(queue: QueueState, now: number, max: number, inFlightMax: number): number {
+  const bound = queue.inFlightBound;
+  if (bound !== undefined && bound + max <= inFlightMax) return bound;
+  return countInFlight(queue, now);
+}
+
 /** How many of the queue's messages are leased and not yet visible again. */
-export function countInFlight(queue: QueueState, now: number): number {
+function countInFlight(queue: QueueState, now: number): number {
   let n = 0;
   for (const message of queue.leased) if (message.visibleAt > now) n++;
   return n;
