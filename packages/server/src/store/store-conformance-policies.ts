@@ -465,6 +465,88 @@ export function exerciseQueuePolicies(factory: StoreFactory): void {
         assert.equal(moved[1]?.key, "k");
       });
 
+      test("a message moved back into the queue it is in (its x-original-queue) leaves the depth exact, whatever the queue's overflow", async () => {
+        // A queue that dead-letters through an exchange routing back to itself holds such messages.
+        const trim = (maxDepth: number, policy: "drop-oldest" | "reject") =>
+          new Map([["q", { dedupWindowMs: 0, overflow: { maxDepth, policy, deadLetter: null } }]]);
+        await create("q");
+        const [id] = await send("q", [fromQueue("q", "1")]);
+        const dropping = await store.queueMove({
+          queue: "q",
+          to: null,
+          max: 1,
+          now: t0 + 5,
+          policies: trim(1, "drop-oldest"),
+        });
+        assert.deepEqual(dropping, { moved: 1, held: 0, targets: ["q"], stoppedBy: null });
+        // Full at maxDepth 1 and refusing more: the move takes one out before it puts one in.
+        const refusing = await store.queueMove({
+          queue: "q",
+          to: null,
+          max: 1,
+          now: t0 + 6,
+          policies: trim(1, "reject"),
+        });
+        assert.deepEqual(refusing, { moved: 1, held: 0, targets: ["q"], stoppedBy: null });
+        const [moved] = await store.queuePeek({ queue: "q", state: "available", limit: 10, now: t0 + 6 });
+        assert.deepEqual([moved?.id, moved?.body.toString(), moved?.publishedAt], [id, "1", t0 + 6]);
+        const counters = (await store.queueGet({ name: "q" }))?.counters;
+        assert.deepEqual([counters?.published, counters?.redriven, counters?.dropped], [3, 2, 0]);
+        await assertDepthCounted("q", t0 + 6);
+
+        // Past its maxDepth already (sends without a policy put it there), a queue moving its messages into
+        // itself takes them all out, puts them all back, then trims: the trim never takes one being moved.
+        await create("over");
+        await send(
+          "over",
+          ["1", "2", "3"].map((body) => fromQueue("over", body)),
+        );
+        const twoAtMost = new Map([
+          [
+            "over",
+            { dedupWindowMs: 0, overflow: { maxDepth: 2, policy: "drop-oldest" as const, deadLetter: null } },
+          ],
+        ]);
+        const trimmed = await store.queueMove({
+          queue: "over",
+          to: null,
+          max: 3,
+          now: t0 + 6,
+          policies: twoAtMost,
+        });
+        assert.deepEqual(trimmed, { moved: 3, held: 0, targets: ["over"], stoppedBy: null });
+        const left = await store.queuePeek({ queue: "over", state: "available", limit: 10, now: t0 + 6 });
+        assert.deepEqual(bodies(left), ["2", "3"]);
+        const over = (await store.queueGet({ name: "over" }))?.counters;
+        assert.deepEqual([over?.published, over?.redriven, over?.dropped], [6, 3, 1]);
+        await assertDepthCounted("over", t0 + 6);
+
+        // In a FIFO queue the moved message joins the end of its group, behind the one that was next.
+        await create("g", "fifo");
+        await send("g", [fromQueue("g", "a", "k"), fromQueue("g", "b", "k")]);
+        const twoDeep = new Map([
+          [
+            "g",
+            { dedupWindowMs: 0, overflow: { maxDepth: 2, policy: "drop-oldest" as const, deadLetter: null } },
+          ],
+        ]);
+        await store.queueMove({ queue: "g", to: null, max: 1, now: t0 + 7, policies: twoDeep });
+        await assertDepthCounted("g", t0 + 7);
+        const first = await lease("g", t0 + 7);
+        assert.deepEqual(bodies(first.messages), ["b"]);
+        await ack(
+          "g",
+          first.messages.map((m) => m.receipt),
+        );
+        const second = await lease("g", t0 + 8);
+        assert.deepEqual(bodies(second.messages), ["a"]);
+        await ack(
+          "g",
+          second.messages.map((m) => m.receipt),
+        );
+        await assertDepthCounted("g", t0 + 8);
+      });
+
       test("a keyless message in flight holds nothing back; a FIFO group's does", async () => {
         await create("dlq");
         await create("a");

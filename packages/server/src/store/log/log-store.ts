@@ -27,7 +27,7 @@ import {
 import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
-import { noRedriveTarget, notHeldBack, redriveScanMax } from "../redrive-order.js";
+import { byTarget, notHeldBack, planMoves, redriveScanMax } from "../redrive-order.js";
 import {
   type BindingDestination,
   type DeadLetterRoute,
@@ -1027,35 +1027,25 @@ export class LogStore implements Store {
       ).map(asOrderRow);
       const inFlight = [...source.leased].filter((message) => message.visibleAt > now).map(asOrderRow);
       const { rows, held } = notHeldBack(candidates, inFlight, params.max);
-      const targets = new Set<string>();
-      let moved = 0;
-      let stoppedBy: HopperError | null = null;
-      for (const { message } of rows) {
-        const name = params.to ?? message.headers["x-original-queue"] ?? null;
-        if (name === null) {
-          stoppedBy = noRedriveTarget(message.id);
-          break;
-        }
-        const target = this.queues.get(name);
-        const policy = params.policies.get(name);
-        if (!target || !policy) {
-          stoppedBy = queueNotFound(name);
-          break;
-        }
-        const depth = depthOf(target.counters);
-        if (policy.overflow?.policy === "reject" && depth + 1 > policy.overflow.maxDepth) {
-          stoppedBy = queueFull(name, policy.overflow.maxDepth, depth);
-          break;
-        }
-        this.insertMessage(target, { ...toStored(message), publishedAt: now, visibleAt: now });
-        this.addCounters(target, { published: 1 });
+      const { moves, stoppedBy } = planMoves(
+        rows.map(({ message }) => message),
+        { ...params, source: source.name },
+        (name) => {
+          const target = this.queues.get(name);
+          return target && depthOf(target.counters);
+        },
+      );
+      for (const { item } of moves) this.deleteMessage(item);
+      if (moves.length > 0) this.addCounters(source, { redriven: moves.length });
+      const targets = byTarget(moves);
+      for (const [name, { policy, items }] of targets) {
+        const target = this.requireQueue(name);
+        for (const item of items)
+          this.insertMessage(target, { ...toStored(item), publishedAt: now, visibleAt: now });
+        this.addCounters(target, { published: items.length });
         this.trimOverflow(target, policy, now);
-        this.deleteMessage(message);
-        targets.add(name);
-        moved++;
       }
-      if (moved > 0) this.addCounters(source, { redriven: moved });
-      return { moved, held, targets: [...targets], stoppedBy };
+      return { moved: moves.length, held, targets: [...targets.keys()], stoppedBy };
     });
   }
 

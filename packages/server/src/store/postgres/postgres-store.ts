@@ -15,7 +15,6 @@ import {
   exchangeTypeMismatch,
   HopperError,
   invariant,
-  queueFull,
   queueInUse,
   queueKindMismatch,
   queueNotFound,
@@ -23,7 +22,7 @@ import {
 import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
-import { noRedriveTarget, notHeldBack, redriveScanMax } from "../redrive-order.js";
+import { notHeldBack, planMoves, redriveScanMax } from "../redrive-order.js";
 import {
   type DepthColumns,
   type MessageRow,
@@ -1247,7 +1246,7 @@ export class PostgresStore implements Store {
         params.now,
       ]);
       const { rows: candidates, held } = notHeldBack(scanned, inFlight, params.max);
-      const { moves, stoppedBy } = await this.planMoves(client, candidates, params);
+      const { moves, stoppedBy } = await this.planMoves(client, candidates, { ...params, source });
       if (moves.length === 0) return { moved: 0, held, targets: [], stoppedBy };
       await this.writes.lockGroups(client, [
         ...(source.kind === "fifo"
@@ -1267,13 +1266,8 @@ export class PostgresStore implements Store {
       const missing = moves.findIndex(({ seq }) => !still.has(seq));
       const moved = missing === -1 ? moves : moves.slice(0, missing);
       if (moved.length === 0) return { moved: 0, held, targets: [], stoppedBy: null };
-      const targets = [...new Set(moved.map(({ target }) => target))];
-      for (const target of targets) {
-        const messages = moved.filter((move) => move.target === target).map(({ message }) => message);
-        const policy = { dedupWindowMs: 0, overflow: target.policy.overflow };
-        const { written } = await this.writes.send(client, target.queue, messages, policy, params.now);
-        this.announceOnCommit(client, ...written);
-      }
+      // Out of the source first, counted there, so that a target's overflow trim sees the depths as
+      // they are (a message moved back into the queue it is in leaves before it arrives).
       const { promoted } = await this.writes.remove(
         client,
         source,
@@ -1281,6 +1275,13 @@ export class PostgresStore implements Store {
       );
       if (promoted > 0) this.announceOnCommit(client, source.name);
       await this.writes.addCounters(client, source.queueId, { redriven: moved.length });
+      const targets = [...new Set(moved.map(({ target }) => target))];
+      for (const target of targets) {
+        const messages = moved.filter((move) => move.target === target).map(({ message }) => message);
+        const policy = { dedupWindowMs: 0, overflow: target.policy.overflow };
+        const { written } = await this.writes.send(client, target.queue, messages, policy, params.now);
+        this.announceOnCommit(client, ...written);
+      }
       return {
         moved: moved.length,
         held,
@@ -1299,7 +1300,12 @@ export class PostgresStore implements Store {
   private async planMoves(
     client: Client,
     candidates: readonly MessageRow[],
-    params: { to: string | null; now: number; policies: ReadonlyMap<string, SendPolicy> },
+    params: {
+      to: string | null;
+      now: number;
+      policies: ReadonlyMap<string, SendPolicy>;
+      source: LockedQueue;
+    },
   ): Promise<{ moves: PlannedMove[]; stoppedBy: HopperError | null }> {
     const named = candidates.map((row) => {
       const message = toStoredMessage(row);
@@ -1323,19 +1329,17 @@ export class PostgresStore implements Store {
       const depth = policy.overflow ? depthOf(await this.writes.counters(client, queue.queueId)) : 0;
       targets.set(name, { queue, policy, depth });
     }
-    const moves: PlannedMove[] = [];
-    for (const { seq, message, name } of named) {
-      if (name === null) return { moves, stoppedBy: noRedriveTarget(message.id) };
-      const target = targets.get(name);
-      if (!target) return { moves, stoppedBy: queueNotFound(name) };
-      const overflow = target.policy.overflow;
-      if (overflow?.policy === "reject" && target.depth + 1 > overflow.maxDepth) {
-        return { moves, stoppedBy: queueFull(name, overflow.maxDepth, target.depth) };
-      }
-      target.depth++;
-      moves.push({ seq, message, target });
-    }
-    return { moves, stoppedBy: null };
+    const planned = planMoves(
+      named.map(({ seq, message }) => ({ ...message, seq })),
+      { source: params.source.name, to: params.to, policies: params.policies },
+      (name) => targets.get(name)?.depth,
+    );
+    const moves = planned.moves.map(({ item: { seq, ...message }, target }) => ({
+      seq,
+      message,
+      target: targets.get(target) as MoveTarget,
+    }));
+    return { moves, stoppedBy: planned.stoppedBy };
   }
 
   /**

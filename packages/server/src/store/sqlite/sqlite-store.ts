@@ -21,7 +21,7 @@ import {
 import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
-import { noRedriveTarget, notHeldBack, redriveScanMax } from "../redrive-order.js";
+import { byTarget, notHeldBack, planMoves, redriveScanMax } from "../redrive-order.js";
 import {
   type DepthColumns,
   depthByState,
@@ -821,39 +821,32 @@ export class SqliteStore implements Store {
       const candidates = this.messageRows(sql.messageSelectMovable, { ...args, limit: redriveScanMax });
       const inFlight = this.stmt(sql.messageSelectInFlightKeys).all(args) as MessageRow[];
       const { rows, held } = notHeldBack(candidates, inFlight, params.max);
-      const targets = new Set<string>();
-      let moved = 0;
-      let stoppedBy: HopperError | null = null;
-      for (const row of rows) {
-        const message = toStoredMessage(row);
-        const name = params.to ?? message.headers["x-original-queue"] ?? null;
-        stoppedBy = name === null ? noRedriveTarget(message.id) : null;
-        const target = name === null ? undefined : this.queueRow(name);
-        const policy = name === null ? undefined : params.policies.get(name);
-        if (name !== null && (!target || !policy)) {
-          stoppedBy = queueNotFound(name);
+      const { moves, stoppedBy } = planMoves(
+        rows.map((row) => ({ ...toStoredMessage(row), seq: row.seq })),
+        { ...params, source: source.name },
+        (name) => {
+          const target = this.queueRow(name);
+          return target && depthOf(toQueueCounters(target));
+        },
+      );
+      for (const { item } of moves) this.deleteRow(source, item.seq);
+      if (moves.length > 0) this.addCounters(source.queue_id, { redriven: moves.length });
+      const targets = byTarget(moves);
+      for (const [name, { policy, items }] of targets) {
+        const target = this.requireQueueRef(name);
+        for (const { seq: _, ...message } of items) {
+          const moved = {
+            ...message,
+            body: bodyBytes(message.body),
+            publishedAt: params.now,
+            visibleAt: params.now,
+          };
+          this.insertMessage(target, moved);
         }
-        if (stoppedBy || !target || !policy || name === null) break;
-        const overflow = policy.overflow;
-        const depth = depthOf(toQueueCounters(target));
-        if (overflow?.policy === "reject" && depth + 1 > overflow.maxDepth) {
-          stoppedBy = queueFull(name, overflow.maxDepth, depth);
-          break;
-        }
-        this.insertMessage(target, {
-          ...message,
-          body: bodyBytes(message.body),
-          publishedAt: params.now,
-          visibleAt: params.now,
-        });
-        this.addCounters(target.queue_id, { published: 1 });
+        this.addCounters(target.queue_id, { published: items.length });
         this.trimOverflow(name, policy, params.now);
-        this.deleteRow(source, row.seq);
-        targets.add(name);
-        moved++;
       }
-      if (moved > 0) this.addCounters(source.queue_id, { redriven: moved });
-      return { moved, held, targets: [...targets], stoppedBy };
+      return { moved: moves.length, held, targets: [...targets.keys()], stoppedBy };
     });
   }
 
