@@ -556,6 +556,8 @@ export class LogStore implements Store {
 
   /** Takes a message out of every index; answers its place in its FIFO group (or -1). */
   private unlink(message: Message): number {
+    // A message taken out twice would corrupt its queue's indexes and write a delete replay refuses.
+    invariant(this.bySeq.get(message.seq) === message, `message ${message.seq} is not held`);
     this.liveBytes -= messageBytes(message);
     this.bySeq.delete(message.seq);
     return unlinkFromQueue(message);
