@@ -69,6 +69,9 @@ export const limits = {
   /** Messages one send removes by overflow (drop-oldest, dead-letter-oldest): a maxDepth lowered far
    * below the depth is reached over several sends, so no send holds its transaction for long. */
   overflowTrimMax: 1000,
+  /** Passes one lease call makes over its candidates: each leases or dead-letters what it reads, so a
+   * queue full of exhausted messages does not hold one call for long. */
+  leasePassesMax: 10,
   /** Messages per redrive step: one transaction. */
   redriveBatchMax: 100,
   /** Messages one step of a purge deletes on SQLite, in a commit of its own (about 27 ms of the event

@@ -576,6 +576,33 @@ export function exerciseStore(factory: StoreFactory): void {
         assert.equal((await leaseOne(later)).length, 0, "the extended leases hold their places");
       });
 
+      test("a lease that ends at once never hands one message out twice in one call", async () => {
+        await send({ queue: "q", messages: [message(), message()] });
+        const now = t0 + 1;
+        const once = (autoAck: boolean) =>
+          store.queueLease({
+            queue: "q",
+            max: 10,
+            now,
+            leaseExpiresAt: now,
+            expiredBefore: 0,
+            inFlightMax: 1000,
+            deadLetter: null,
+            autoAck,
+          });
+        const leased = await once(false);
+        assert.equal(new Set(leased.messages.map((m) => m.id)).size, leased.messages.length);
+        assert.equal(leased.messages.length, 2);
+        const taken = await once(true);
+        assert.deepEqual(
+          taken.messages.map((m) => m.deliveryCount),
+          [2, 2],
+          "each once more, acked",
+        );
+        const counters = (await store.queueGet({ name: "q" }))?.counters;
+        assert.deepEqual([counters?.delivered, counters?.acked], [4, 2]);
+      });
+
       test("messages past retention are not leased", async () => {
         await send({ queue: "q", messages: [message({ publishedAt: t0 })] });
         const now = t0 + attributes.retentionMs;

@@ -9,9 +9,18 @@
  * A flush that fails leaves memory ahead of the disk: the store stops (every later call rejects with
  * the failure) and a restart recovers what the log holds.
  */
-import { invariant } from "../../errors.js";
+import { HopperError, invariant } from "../../errors.js";
 import type { AppendLog } from "./append-log.js";
+import { recordBytesMax as recordBytesMaxOfLog } from "./log-format.js";
 import { RecordWriter } from "./records.js";
+
+function recordTooLarge(bytes: number, bytesMax: number): HopperError {
+  return new HopperError(
+    "request_too_large",
+    `This call would write ${bytes} bytes to the log in one record, more than ${bytesMax}: send fewer or smaller messages per call, or bind fewer queues to the exchange.`,
+    { bytes, bytesMax },
+  );
+}
 
 export class Commits {
   private undo: (() => void)[] | undefined;
@@ -22,6 +31,8 @@ export class Commits {
   private replaying = false;
   private closed = false;
   private failure: unknown;
+  /** The last flush's settling, for close. */
+  private flushing: Promise<void> = Promise.resolve();
   /** Counts flushes and calls, for the benchmark's "calls per commit" figure. */
   readonly stats = { commits: 0, jobs: 0 };
 
@@ -31,6 +42,8 @@ export class Commits {
   constructor(
     /** Called after each flush that made records durable (compaction looks then). */
     private readonly afterFlush: () => void = () => {},
+    /** The largest record a call may write: the log's frame limit, lower in tests. */
+    private readonly recordBytesMax = recordBytesMaxOfLog,
   ) {}
 
   /** From now on, records go to `log` and answers wait for its flush (after the log's replay). */
@@ -44,18 +57,18 @@ export class Commits {
     if (refusal) return Promise.reject(refusal);
     invariant(this.undo === undefined, "a store call ran inside another");
     this.undo = [];
-    let value: T;
+    let outcome: { value: T } | { error: unknown };
     try {
-      value = job();
+      outcome = { value: job() };
+      // One record per call, so a torn tail can only cut between calls: a call whose record would
+      // pass the log's limit is refused and undone, like any call that throws.
+      if (this.writer.bytes > this.recordBytesMax)
+        throw recordTooLarge(this.writer.bytes, this.recordBytesMax);
     } catch (error) {
-      const undo = this.undo;
-      this.undo = undefined;
-      this.writer.discard();
-      for (let i = undo.length - 1; i >= 0; i--) (undo[i] as () => void)();
-      return Promise.reject(error);
+      this.undoCall();
+      outcome = { error };
     }
     this.undo = undefined;
-    // One record per call: a torn tail can only cut between calls, never through one.
     if (this.log && !this.writer.empty) {
       try {
         this.log.append(this.writer.take());
@@ -65,13 +78,24 @@ export class Commits {
       }
     }
     this.stats.jobs++;
+    // A refusal waits for the flush too: it may rest on a change of this turn not yet durable.
     return new Promise<T>((resolve, reject) => {
-      this.answers.push({ resolve: () => resolve(value), reject });
+      this.answers.push({
+        resolve: () => ("value" in outcome ? resolve(outcome.value) : reject(outcome.error)),
+        reject,
+      });
       if (!this.scheduled) {
         this.scheduled = true;
         setImmediate(() => this.flush());
       }
     });
+  }
+
+  /** Takes back every change of the running call, newest first, and forgets its record. */
+  private undoCall(): void {
+    const undo = this.undo ?? [];
+    this.writer.discard();
+    for (let i = undo.length - 1; i >= 0; i--) (undo[i] as () => void)();
   }
 
   /** Applies the records of a log being recovered: changes record neither inverses nor records. */
@@ -105,8 +129,14 @@ export class Commits {
     return value;
   }
 
-  close(): void {
+  /**
+   * Refuses calls from now on, and resolves once the answers of the calls made before are settled:
+   * the turn's flush runs now rather than after the log has closed.
+   */
+  async close(): Promise<void> {
     this.closed = true;
+    if (this.scheduled) this.flush();
+    await this.flushing;
   }
 
   private refusal(): unknown {
@@ -116,6 +146,7 @@ export class Commits {
   }
 
   private flush(): void {
+    if (!this.scheduled) return;
     this.scheduled = false;
     const answers = this.answers;
     this.answers = [];
@@ -124,7 +155,7 @@ export class Commits {
       for (const answer of answers) answer.resolve();
       return;
     }
-    this.log.flush().then(
+    this.flushing = this.log.flush().then(
       () => {
         for (const answer of answers) answer.resolve();
         this.afterFlush();

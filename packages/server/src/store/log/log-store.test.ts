@@ -316,9 +316,10 @@ test("log store: no answer, write or read, leaves before the fdatasync of what i
   });
   const settled = (promise: Promise<unknown>) => {
     const state = { done: false };
-    promise.then(() => {
+    const done = () => {
       state.done = true;
-    });
+    };
+    promise.then(done, done);
     return state;
   };
   const turns = async (n: number) => {
@@ -326,14 +327,20 @@ test("log store: no answer, write or read, leaves before the fdatasync of what i
   };
   const upsert = settled(store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 }));
   const read = settled(store.queueGet({ name: "q" }));
+  // A refusal rests on the upsert's change as much as a read does.
+  const refused = settled(store.queueUpsert({ name: "q", kind: "fifo", attributes, now: t0 }));
   // The write before the fdatasync runs on the thread pool: wait for the fdatasync to begin.
   for (let turn = 0; turn < 100_000 && syncs === 0; turn++) await turns(1);
   await turns(5);
   assert.equal(syncs, 1, "one fdatasync for the turn's records");
-  assert.deepEqual([upsert.done, read.done], [false, false], "nothing answered before the fdatasync");
+  assert.deepEqual(
+    [upsert.done, read.done, refused.done],
+    [false, false, false],
+    "nothing before the fdatasync",
+  );
   release();
-  for (let turn = 0; turn < 100_000 && !(upsert.done && read.done); turn++) await turns(1);
-  assert.deepEqual([upsert.done, read.done], [true, true]);
+  for (let turn = 0; turn < 100_000 && !(upsert.done && read.done && refused.done); turn++) await turns(1);
+  assert.deepEqual([upsert.done, read.done, refused.done], [true, true, true]);
   const closing = store.close();
   await turns(2);
   release();
@@ -397,7 +404,8 @@ test("log store: a call is one log record, so a torn tail takes a whole call or 
 });
 
 test("log store: a send past bytesMax is refused whole with store_full; room comes back as messages leave", async () => {
-  const store = new LogStore({ random: seededRandom(1), bytesMax: 3 * (1024 + 256) });
+  // Three messages of 1 KiB with their fields fit; a fourth does not.
+  const store = new LogStore({ random: seededRandom(1), bytesMax: 4200 });
   await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
   const kib = () => message({ body: "x".repeat(1024) });
   const send = (count: number) =>
@@ -423,6 +431,27 @@ test("log store: a send past bytesMax is refused whole with store_full; room com
   });
   await store.queueAck({ queue: "q", receipts: messages.map((m) => m.receipt) });
   await send(3);
+  const again = await store.queueLease({
+    queue: "q",
+    max: 3,
+    now: t0,
+    leaseExpiresAt: t0 + 1000,
+    expiredBefore: 0,
+    inFlightMax: 10,
+    deadLetter: null,
+  });
+  await store.queueAck({ queue: "q", receipts: again.messages.map((m) => m.receipt) });
+  // Empty again: headers count as a body does, and 8 KiB of them does not fit where 1 KiB of body does.
+  await assert.rejects(
+    store.queueSendMany({
+      now: t0,
+      sends: [
+        { queue: "q", policy: noSendPolicy, messages: [message({ headers: { big: "h".repeat(8192) } })] },
+      ],
+    }),
+    (error: unknown) => error instanceof HopperError && error.code === "store_full",
+  );
+  await send(1);
   await store.close();
 });
 
@@ -453,4 +482,63 @@ test("log store: a failed write found by a read stops the store as well", async 
     /log store stopped/,
   );
   await store.close().catch(() => {});
+});
+
+test("log store: a call still waiting for its flush when the store closes is answered, and kept", async () => {
+  const dir = tempDir();
+  const store = LogStore.open({ dir, random: seededRandom(1) });
+  await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
+  const sending = store.queueSendMany({
+    now: t0,
+    sends: [{ queue: "q", policy: noSendPolicy, messages: [message()] }],
+  });
+  await store.close();
+  assert.equal((await sending)[0]?.ids.length, 1);
+  const reopened = LogStore.open({ dir, random: seededRandom(2) });
+  assert.equal((await reopened.queueGet({ name: "q" }))?.counters.published, 1);
+  await reopened.close();
+});
+
+test("log store: a call whose record would pass the log's limit is refused and undone; the store goes on", async () => {
+  const store = LogStore.open({ dir: tempDir(), random: seededRandom(1), recordBytesMax: 64 * 1024 });
+  await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
+  const big = () => message({ body: "x".repeat(40 * 1024) });
+  await assert.rejects(
+    store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages: [big(), big()] }] }),
+    (error: unknown) => error instanceof HopperError && error.code === "request_too_large",
+  );
+  assert.equal((await store.queueGet({ name: "q" }))?.counters.published, 0);
+  await store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages: [big()] }] });
+  assert.equal((await store.queueGet({ name: "q" }))?.counters.published, 1);
+  await store.close();
+});
+
+test("log store: a compaction does not come again until the log has grown past its snapshot", async () => {
+  // Remembered dedupIds of acked messages: state that a snapshot writes and a message count misses.
+  const store = LogStore.open({ dir: tempDir(), random: seededRandom(1), compactBytesMin: 64 * 1024 });
+  const dedup = { ...attributes, dedupWindowMs: 3_600_000 };
+  await store.queueUpsert({ name: "d", kind: "standard", attributes: dedup, now: t0 });
+  const policy = sendPolicyOf(dedup, null);
+  for (let batch = 0; batch < 20; batch++) {
+    const messages = Array.from({ length: 100 }, (_, i) =>
+      message({ dedupId: `dedup-${batch}-${i}-${"p".repeat(60)}` }),
+    );
+    await store.queueSendMany({ now: t0, sends: [{ queue: "d", policy, messages }] });
+    const { messages: leased } = await store.queueLease({
+      queue: "d",
+      max: 100,
+      now: t0,
+      leaseExpiresAt: t0 + 1000,
+      expiredBefore: 0,
+      inFlightMax: 1000,
+      deadLetter: null,
+    });
+    await store.queueAck({ queue: "d", receipts: leased.map((m) => m.receipt) });
+  }
+  await store.compact();
+  const after = store.logStats.compactions;
+  for (let i = 0; i < 50; i++)
+    await store.queueUpsert({ name: "d", kind: "standard", attributes: dedup, now: t0 });
+  assert.equal(store.logStats.compactions, after, "fifty small calls after a compaction compact nothing");
+  await store.close();
 });

@@ -8,7 +8,7 @@
  * Invariants:
  * - Every message is in `bySeq` exactly when it is in its queue's indexes.
  * - `lastSeq` is at least every seq ever given, across restarts and compactions (seqFloor).
- * - `liveBytes` is the sum of messageBytes over the messages held.
+ * - `liveBytes` is the sum of the footprints of the messages and dedupIds held.
  * - A call either applies whole or not at all, and the log holds it whole or not at all.
  */
 import {
@@ -62,8 +62,10 @@ import {
   byArrival,
   byVisibility,
   compareText,
+  dedupBytes,
   type ExchangeState,
   emptyQueue,
+  footprint,
   heapOf,
   inFlightAtMost,
   insertHeadOf,
@@ -72,7 +74,6 @@ import {
   linkInQueue,
   type Message,
   messageBytes,
-  messageOverheadBytes,
   type QueueState,
   scanDepth,
   select,
@@ -96,6 +97,8 @@ export interface LogStoreOptions {
   compactBytesMin?: number;
   /** The most bytes of messages the store holds (default limits.logStoreBytesMax). */
   bytesMax?: number;
+  /** The largest log record one call may write (default: the log's limit, 256 MiB); for tests. */
+  recordBytesMax?: number;
 }
 
 const jsonContentType = "application/json";
@@ -119,6 +122,8 @@ export class LogStore implements Store {
   private liveBytes = 0;
   private compacting: Promise<void> | undefined;
   private compactions = 0;
+  /** What the last compaction's snapshot wrote. */
+  private snapshotBytes = 0;
   private readonly compactBytesMin: number;
   private readonly bytesMax: number;
 
@@ -127,7 +132,7 @@ export class LogStore implements Store {
     this.random = options.random;
     this.compactBytesMin = options.compactBytesMin ?? limits.logCompactBytesMin;
     this.bytesMax = options.bytesMax ?? limits.logStoreBytesMax;
-    this.commits = new Commits(() => this.compactIfDue());
+    this.commits = new Commits(() => this.compactIfDue(), options.recordBytesMax);
   }
 
   /**
@@ -268,7 +273,10 @@ export class LogStore implements Store {
   private compactIfDue(): void {
     const log = this.log;
     if (!log || this.compacting) return;
-    if (log.bytes < Math.max(this.compactBytesMin, limits.logCompactRatio * this.liveBytes)) return;
+    // Weighed against what the last snapshot wrote too: liveBytes is an estimate, and a snapshot that
+    // outgrew it would otherwise be written again at every flush.
+    const live = Math.max(this.liveBytes, this.snapshotBytes);
+    if (log.bytes < Math.max(this.compactBytesMin, limits.logCompactRatio * live)) return;
     // The log refuses appends after a failed write, so the next call reports the failure.
     this.compact().catch(() => {});
   }
@@ -280,8 +288,10 @@ export class LogStore implements Store {
     while (this.compacting) await this.compacting.catch(() => {});
     // Materialized now: the snapshot is the state at this instant, and records appended from here on
     // come after it in the log, whatever the rewrite's own pace.
+    const snapshot = this.snapshot();
+    this.snapshotBytes = snapshot.reduce((bytes, record) => bytes + record.length, 0);
     const compaction = log
-      .rewrite(this.snapshot())
+      .rewrite(snapshot)
       .then(() => {
         this.compactions++;
       })
@@ -308,7 +318,7 @@ export class LogStore implements Store {
 
   /** Closes the log, which first makes durable what was appended; a failed write is reported then. */
   async close(): Promise<void> {
-    this.commits.close();
+    await this.commits.close();
     // A compaction that failed has failed the log too: closing it reports that.
     await this.compacting?.catch(() => {});
     await this.log?.close();
@@ -356,8 +366,14 @@ export class LogStore implements Store {
   private dropQueue(queue: QueueState): void {
     invariant(queue.messages.size === 0, "a queue dropped with messages");
     this.queues.delete(queue.name);
+    let freed = 0;
+    for (const [dedupId, { messageId }] of queue.dedup) freed += dedupBytes(dedupId, messageId);
+    this.liveBytes -= freed;
     this.commits.changed(
-      () => this.queues.set(queue.name, queue),
+      () => {
+        this.liveBytes += freed;
+        this.queues.set(queue.name, queue);
+      },
       (writer) => writer.json({ type: changeType.queueDrop, name: queue.name }),
     );
   }
@@ -376,9 +392,12 @@ export class LogStore implements Store {
 
   private setDedup(queue: QueueState, dedupId: string, messageId: string, expiresAt: number): void {
     const before = queue.dedup.get(dedupId);
+    const added = dedupBytes(dedupId, messageId) - (before ? dedupBytes(dedupId, before.messageId) : 0);
     queue.dedup.set(dedupId, { messageId, expiresAt });
+    this.liveBytes += added;
     this.commits.changed(
       () => {
+        this.liveBytes -= added;
         if (before) queue.dedup.set(dedupId, before);
         else queue.dedup.delete(dedupId);
       },
@@ -391,8 +410,13 @@ export class LogStore implements Store {
     const before = queue.dedup.get(dedupId);
     if (!before) return;
     queue.dedup.delete(dedupId);
+    const freed = dedupBytes(dedupId, before.messageId);
+    this.liveBytes -= freed;
     this.commits.changed(
-      () => queue.dedup.set(dedupId, before),
+      () => {
+        this.liveBytes += freed;
+        queue.dedup.set(dedupId, before);
+      },
       (writer) => writer.json({ type: changeType.dedupForget, queue: queue.name, dedupId }),
     );
   }
@@ -451,6 +475,7 @@ export class LogStore implements Store {
       deliveryCount: head.deliveryCount,
       firstDeliveredAt: head.firstDeliveredAt,
       leaseToken: head.leaseToken,
+      bytes: footprint({ ...head, body }),
     };
     this.lastSeq = Math.max(this.lastSeq, head.seq);
     this.link(stored, -1);
@@ -643,7 +668,6 @@ export class LogStore implements Store {
       }
       const rest = [...queue.messages.values()];
       for (const message of rest) this.deleteMessage(message);
-      for (const dedupId of [...queue.dedup.keys()]) this.forgetDedup(queue, dedupId);
       this.dropQueue(queue);
       this.deleteBindingsTo({ kind: "queue", name: params.name });
       return { removed: deleted + rest.length, done: true };
@@ -752,7 +776,7 @@ export class LogStore implements Store {
    */
   private refuseBeyondBytesMax(messages: readonly NewMessage[]): void {
     let incoming = 0;
-    for (const message of messages) incoming += message.body.length + messageOverheadBytes;
+    for (const message of messages) incoming += footprint(message);
     if (this.liveBytes + incoming <= this.bytesMax) return;
     throw new HopperError(
       "store_full",
@@ -849,7 +873,10 @@ export class LogStore implements Store {
       let redelivered = 0;
       // Each pass leases or dead-letters every candidate it reads, so the loop ends; the bound keeps
       // a queue full of exhausted messages from holding one call for long.
-      for (let pass = 0; pass < 10 && messages.length < wanted; pass++) {
+      // A lease that ends at once (a visibility timeout of 0) leaves its messages available: a second
+      // pass would hand them out again, so it gets one pass.
+      const passes = params.leaseExpiresAt > params.now ? limits.leasePassesMax : 1;
+      for (let pass = 0; pass < passes && messages.length < wanted; pass++) {
         const candidates = leaseCandidates(queue, params.now, params.expiredBefore, wanted - messages.length);
         if (candidates.length === 0) break;
         // 40 random bits: with the seq added the token stays below 2^53, exact as a JavaScript number.
@@ -1010,7 +1037,8 @@ export class LogStore implements Store {
       }
       for (const message of expired) this.deleteMessage(message);
       if (expired.length > 0) this.addCounters(queue, { expired: expired.length });
-      for (const [dedupId, entry] of [...queue.dedup]) {
+      // A Map may lose entries while it is walked.
+      for (const [dedupId, entry] of queue.dedup) {
         if (entry.expiresAt <= params.now) this.forgetDedup(queue, dedupId);
       }
       return { expired: expired.length };

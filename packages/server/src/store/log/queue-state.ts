@@ -31,6 +31,8 @@ import type { InsertHead } from "./records.js";
 export const priorityLevels = 10;
 /** What a message holds besides its body, about: its fields in memory, its insert record's head. */
 export const messageOverheadBytes = 256;
+/** What a remembered dedupId holds besides its two strings, about. */
+const dedupEntryOverheadBytes = 96;
 
 export interface Message extends HeapSlot {
   readonly seq: number;
@@ -50,6 +52,8 @@ export interface Message extends HeapSlot {
   deliveryCount: number;
   firstDeliveredAt: number | null;
   leaseToken: number | null;
+  /** What it costs the store's memory and a snapshot, about (footprint). */
+  readonly bytes: number;
 }
 
 export interface QueueState {
@@ -152,7 +156,30 @@ export function insertHeadOf(message: Message): InsertHead {
 
 /** What a message adds to a snapshot, about: its body and its insert record's head. */
 export function messageBytes(message: Message): number {
-  return message.body.length + messageOverheadBytes;
+  return message.bytes;
+}
+
+/**
+ * What a message costs, about: its body, its strings and headers (as UTF-16 units, as they are held),
+ * and a fixed overhead for its fields in memory and its insert record's head.
+ */
+export function footprint(message: {
+  body: Buffer | string;
+  id: string;
+  contentType: string;
+  key: string | null;
+  dedupId: string | null;
+  headers: Record<string, string>;
+}): number {
+  let bytes = messageOverheadBytes + message.body.length + message.id.length + message.contentType.length;
+  bytes += (message.key?.length ?? 0) + (message.dedupId?.length ?? 0);
+  for (const name in message.headers) bytes += name.length + (message.headers[name]?.length ?? 0) + 8;
+  return bytes;
+}
+
+/** What a remembered dedupId costs, about. */
+export function dedupBytes(dedupId: string, messageId: string): number {
+  return dedupEntryOverheadBytes + dedupId.length + messageId.length;
 }
 
 export function leaseOf(

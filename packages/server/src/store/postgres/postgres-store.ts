@@ -848,7 +848,10 @@ export class PostgresStore implements Store {
       const locked = queue.kind === "fifo" ? await this.lockHeadGroups(client, queue, params, wanted) : null;
       // Each pass leases or dead-letters every row it locks, so the loop ends; the bound keeps a queue
       // full of exhausted messages from holding one transaction for long.
-      for (let pass = 0; pass < 10 && messages.length < wanted; pass++) {
+      // A lease that ends at once (a visibility timeout of 0) leaves its messages available: a second
+      // pass would hand them out again, so it gets one pass.
+      const passes = params.leaseExpiresAt > params.now ? limits.leasePassesMax : 1;
+      for (let pass = 0; pass < passes && messages.length < wanted; pass++) {
         const limit = wanted - messages.length;
         const { rows } = locked
           ? await client.query<MessageRow>(sql.messageSelectHeadsForLease, [

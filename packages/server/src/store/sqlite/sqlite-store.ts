@@ -594,7 +594,10 @@ export class SqliteStore implements Store {
       let redelivered = 0;
       // Each pass either leases or dead-letters every candidate it reads, so the loop ends; the bound
       // keeps a queue full of exhausted messages from holding one transaction for long.
-      for (let pass = 0; pass < 10 && messages.length < wanted; pass++) {
+      // A lease that ends at once (a visibility timeout of 0) leaves its messages available: a second
+      // pass would hand them out again, so it gets one pass.
+      const passes = params.leaseExpiresAt > params.now ? limits.leasePassesMax : 1;
+      for (let pass = 0; pass < passes && messages.length < wanted; pass++) {
         const candidates = this.candidates(queue, params.now, params.expiredBefore, wanted - messages.length);
         if (candidates.length === 0) break;
         const toLease: MessageRow[] = [];
