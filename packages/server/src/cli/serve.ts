@@ -1,6 +1,7 @@
 /** `hopper serve`: runs the broker until SIGINT or SIGTERM, then drains and closes the store. */
 import { resolve } from "node:path";
 import { startServer } from "../server.js";
+import { LogStore } from "../store/log/log-store.js";
 import type { Durability } from "../store/sqlite/sqlite-store.js";
 
 /** `--store log:<directory>`: the log store (docs/log-store.md). */
@@ -57,6 +58,11 @@ export async function serve(flags: ServeFlags): Promise<void> {
     apiKeys,
     logLevel: flags.logLevel,
   });
+  const truncated = server.store instanceof LogStore ? server.store.logStats.truncatedBytes : 0;
+  if (truncated > 0) {
+    // Never silent: what a crash tore off the log's end was never confirmed, but an operator should know.
+    console.error(`log store: opening cut ${truncated} bytes of a torn record from the end of the log`);
+  }
   const store = postgresUrl
     ? `PostgreSQL ${redactPassword(postgresUrl)} (schema ${flags.pgSchema})`
     : logDir

@@ -12,7 +12,7 @@ import {
   unlinkSync,
   writeFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { type TestContext, test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -220,8 +220,25 @@ test("a CRC mismatch in the newest segment's last record truncates the segment b
   const size = statSync(path).size;
   flipByte(path, size - 1);
 
+  const reopened = AppendLog.open({ dir }, () => {});
+  assert.equal(reopened.truncatedBytes, frame(records[3] ?? assert.fail()).length, "the cut is reported");
+  await reopened.close();
   assert.deepEqual(await reopenRecords({ dir }), records.slice(0, 3));
   assert.equal(statSync(path).size, size - frame(records[3] ?? assert.fail()).length);
+});
+
+test("a CRC mismatch in the newest segment with a whole record after it is corruption: open throws and cuts nothing", async (t) => {
+  const dir = tempDir(t);
+  const records = Array.from({ length: 4 }, (_, index) => payload(300, index));
+  const log = AppendLog.open({ dir }, noReplay);
+  await appendFlushing(log, records, 4);
+  await log.close();
+  const path = segmentPath(dir, 1);
+  const size = statSync(path).size;
+  // A byte of the first record's payload goes bad; the records after it are whole.
+  flipByte(path, segmentHeaderBytes + frameHeaderBytes + 10);
+  assert.throws(() => AppendLog.open({ dir }, noReplay), /the record after it is whole/);
+  assert.equal(statSync(path).size, size, "nothing cut");
 });
 
 test("a CRC mismatch in an older segment makes open throw, naming the file and offset, and changes nothing", async (t) => {
@@ -240,7 +257,7 @@ test("a CRC mismatch in an older segment makes open throw, naming the file and o
 
   assert.throws(
     () => AppendLog.open({ dir, segmentBytesMax }, () => {}),
-    /00000000000000000001\.log at offset 28: a record fails its CRC; only the newest segment may end in a torn/,
+    /00000000000000000001\.log at offset 28: a record fails its CRC.*only the newest segment may end in a torn/,
   );
   assert.deepEqual(
     segmentNames(dir).map((name) => [name, statSync(join(dir, name)).size]),
@@ -590,23 +607,37 @@ test("a child killed by SIGKILL mid-append keeps every record it reported durabl
   assert.deepEqual(await reopenRecords({ dir }), [...recovered, next]);
 });
 
-test("a directory is locked by the open log: another process's live LOCK refuses it, a dead one's is taken over", async (t) => {
+test("a directory is locked by the open log: a live holder, or one on another host, refuses it; a dead one's LOCK is taken over", async (t) => {
   const dir = tempDir(t);
+  const lockPath = join(dir, lockFileName);
+  const ours = `${process.pid} ${hostname()}\n`;
   const log = AppendLog.open({ dir }, noReplay);
-  assert.equal(readFileSync(join(dir, lockFileName), "utf8"), `${process.pid}\n`);
+  assert.equal(readFileSync(lockPath, "utf8"), ours);
   assert.throws(() => AppendLog.open({ dir }, noReplay), /already open in this process/);
+  assert.throws(() => AppendLog.open({ dir: `${dir}/.` }, noReplay), /already open in this process/);
   await log.close();
-  assert.ok(!existsSync(join(dir, lockFileName)), "close removes the LOCK");
+  assert.ok(!existsSync(lockPath), "close removes the LOCK");
 
-  // A LOCK naming a live process (the one that started this test): refused, naming it.
-  writeFileSync(join(dir, lockFileName), `${process.ppid}\n`);
+  // A LOCK naming a live process here (the one that started this test): refused, naming it.
+  writeFileSync(lockPath, `${process.ppid} ${hostname()}\n`);
   assert.throws(() => AppendLog.open({ dir }, noReplay), new RegExp(`in use by process ${process.ppid}`));
+  // One from another host cannot be asked about: refused, whatever its pid.
+  writeFileSync(lockPath, "1 some-other-host\n");
+  assert.throws(() => AppendLog.open({ dir }, noReplay), /a process on some-other-host/);
+  // Something that names no process: refused too.
+  writeFileSync(lockPath, "garbage\n");
+  assert.throws(() => AppendLog.open({ dir }, noReplay), /in use/);
 
   // A LOCK naming a process that has exited (as after kill -9): taken over.
   const child = spawn(process.execPath, ["-e", ""], { stdio: "ignore" });
   await new Promise((resolve) => child.once("exit", resolve));
-  writeFileSync(join(dir, lockFileName), `${child.pid}\n`);
+  writeFileSync(lockPath, `${child.pid} ${hostname()}\n`);
   const reopened = AppendLog.open({ dir }, noReplay);
-  assert.equal(readFileSync(join(dir, lockFileName), "utf8"), `${process.pid}\n`);
+  assert.equal(readFileSync(lockPath, "utf8"), ours);
+  assert.deepEqual(
+    readdirSync(dir).filter((name) => name.startsWith(lockFileName)),
+    [lockFileName],
+    "no drafts left",
+  );
   await reopened.close();
 });

@@ -188,6 +188,8 @@ export class AppendLog {
   private readonly dirFd: number;
   private readonly segmentBytesMax: number;
   private readonly io: AppendLogIo;
+  /** Bytes of a torn tail that opening cut from the newest segment: 0 when the log ended whole. */
+  readonly truncatedBytes: number;
   /** Releases the directory's LOCK (log-lock.ts); set by open. */
   private unlock: () => void = () => {};
   private readonly encoder = new FrameEncoder();
@@ -231,6 +233,7 @@ export class AppendLog {
     this.current = recovered.current;
     this.nextSeq = recovered.nextSeq;
     this.lastRegularSeq = recovered.lastRegularSeq;
+    this.truncatedBytes = recovered.truncatedBytes;
   }
 
   /**

@@ -56,6 +56,8 @@ export interface RecoveredLog {
   segmentBytes: Map<number, number>;
   nextSeq: number;
   lastRegularSeq: number;
+  /** Bytes of a torn tail cut from the newest segment (0 when it ended whole), to be reported. */
+  truncatedBytes: number;
 }
 
 /** Reads a segment file in chunks; a chunk is never reused, so views handed out stay valid. */
@@ -133,11 +135,28 @@ function scanFrames(
     if (offset + frameHeaderBytes + length > fileBytes)
       return stop("torn", `a record of ${length} bytes runs past the end of the file`);
     const payload = reader.bytesAt(offset + frameHeaderBytes, length);
-    if (frameCrc(payload) !== crc) return stop("torn", "a record fails its CRC");
+    if (frameCrc(payload) !== crc) {
+      // A torn write leaves nothing whole after it; a whole record after this one means the bytes of
+      // a record that was written went bad: corruption, which is never cut away silently.
+      if (wholeFrameAt(reader, offset + frameHeaderBytes + length))
+        return stop("invalid", "a record fails its CRC and the record after it is whole");
+      return stop("torn", "a record fails its CRC");
+    }
     onRecord?.(payload);
     offset += frameHeaderBytes + length;
   }
   return { end: offset, markerSeen };
+}
+
+/** Whether a whole frame (a record whose CRC holds, or a marker) starts at `offset`. */
+function wholeFrameAt(reader: SegmentReader, offset: number): boolean {
+  if (reader.fileBytes - offset < frameHeaderBytes) return false;
+  const frameHeader = reader.bytesAt(offset, frameHeaderBytes);
+  const length = frameHeader.readUInt32LE(0);
+  const crc = frameHeader.readUInt32LE(4);
+  if (length === markerLength) return crc === markerCrc;
+  if (length > recordBytesMax || offset + frameHeaderBytes + length > reader.fileBytes) return false;
+  return frameCrc(reader.bytesAt(offset + frameHeaderBytes, length)) === crc;
 }
 
 /** The segment files in the directory, in log order, with their headers. */
@@ -250,6 +269,7 @@ export function recoverLog(dir: string, dirFd: number, replay: (record: Buffer) 
 
   const segmentBytes = new Map<number, number>();
   let current: OpenSegment | undefined;
+  let truncatedBytes = 0;
   try {
     for (const segment of fromBase) {
       if (unfinishedBases.includes(segment)) continue;
@@ -257,6 +277,7 @@ export function recoverLog(dir: string, dirFd: number, replay: (record: Buffer) 
       const fd = openSync(segment.path, isNewest ? "r+" : "r");
       try {
         const bytes = replaySegment(fd, segment, replay, isNewest);
+        if (isNewest) truncatedBytes = segment.fileBytes - bytes;
         segmentBytes.set(segment.seq, bytes);
         // Appends continue in the newest segment, unless it is a base: a base holds only its snapshot.
         if (isNewest && !segment.header.base)
@@ -280,7 +301,7 @@ export function recoverLog(dir: string, dirFd: number, replay: (record: Buffer) 
     if (current !== undefined) closeSync(current.fd);
     throw error;
   }
-  return { current, segmentBytes, nextSeq: (newest?.seq ?? 0) + 1, lastRegularSeq };
+  return { current, segmentBytes, nextSeq: (newest?.seq ?? 0) + 1, lastRegularSeq, truncatedBytes };
 }
 
 /** A crash right after a segment's creation can leave its header torn: the file held no acknowledged

@@ -74,6 +74,7 @@ import {
   linkInQueue,
   type Message,
   messageBytes,
+  priorityLevels,
   type QueueState,
   scanDepth,
   select,
@@ -303,8 +304,12 @@ export class LogStore implements Store {
   }
 
   /** The log's size now and the compactions done since the store opened. */
-  get logStats(): { bytes: number; compactions: number } {
-    return { bytes: this.log?.bytes ?? 0, compactions: this.compactions };
+  get logStats(): { bytes: number; compactions: number; truncatedBytes: number } {
+    return {
+      bytes: this.log?.bytes ?? 0,
+      compactions: this.compactions,
+      truncatedBytes: this.log?.truncatedBytes ?? 0,
+    };
   }
 
   /** Jobs and commits so far: the benchmark's "calls per commit". */
@@ -430,6 +435,12 @@ export class LogStore implements Store {
     message: Omit<NewMessage, "body"> & { body: Buffer | string },
     lease?: { visibleAt: number; firstDeliveredAt: number; token: number },
   ): Message {
+    // Checked before any change: linking a message of another priority would fail halfway through.
+    const { priority } = message;
+    invariant(
+      Number.isInteger(priority) && priority >= 0 && priority < priorityLevels,
+      `priority ${priority}`,
+    );
     const head: InsertHead = {
       queue: queue.name,
       seq: this.lastSeq + 1,
