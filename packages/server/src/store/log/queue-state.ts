@@ -10,6 +10,7 @@
  *   A FIFO message is in its group's array, in seq order, and is the head exactly when it is first.
  * - `leased` holds exactly the queue's messages with a lease token.
  */
+import { invariant } from "../../errors.js";
 import {
   type BindingDestination,
   type BindingRecord,
@@ -65,7 +66,7 @@ export interface QueueState {
   readonly messages: Map<number, Message>;
   /** The lease order: a heap per priority (standard), or one heap of group heads (FIFO). */
   readonly ready: IndexedHeap<Message>[];
-  readonly groups: Map<string, Message[]>;
+  readonly groups: Map<string, Group>;
   readonly leased: Set<Message>;
   readonly dedup: Map<string, { messageId: string; expiresAt: number }>;
   /** At least the messages in flight, or undefined: not state, a hint (inFlightAtMost). */
@@ -246,14 +247,14 @@ export function linkInQueue(message: Message, position: number): void {
   }
   let group = queue.groups.get(message.groupKey);
   if (!group) {
-    group = [];
+    group = new Group();
     queue.groups.set(message.groupKey, group);
   }
   const index = position < 0 ? group.length : position;
-  group.splice(index, 0, message);
+  group.insert(index, message);
   if (index === 0) {
     // The message heads its group again: the one that was head (promoted when it left) steps back.
-    const former = group[1];
+    const former = group.at(1);
     if (former) (queue.ready[0] as IndexedHeap<Message>).remove(former);
     (queue.ready[0] as IndexedHeap<Message>).push(message);
   }
@@ -268,18 +269,60 @@ export function unlinkFromQueue(message: Message): number {
     heapOf(message).remove(message);
     return -1;
   }
-  const group = queue.groups.get(message.groupKey) as Message[];
-  const index = group[0] === message ? 0 : group.indexOf(message);
-  group.splice(index, 1);
+  const group = queue.groups.get(message.groupKey) as Group;
+  const index = group.remove(message);
   if (index === 0) {
     const heads = queue.ready[0] as IndexedHeap<Message>;
     heads.remove(message);
-    const next = group[0];
+    const next = group.at(0);
     if (next) heads.push(next);
   }
   if (group.length === 0) queue.groups.delete(message.groupKey);
   return index;
 }
+
+/**
+ * A FIFO group's messages in seq order, its head first. Acks take heads, so taking the head is O(1):
+ * the array keeps a start index and is compacted once the dead space before it is half the array.
+ * Taking a message from the middle (a purge, a trim, expiry) is O(group).
+ */
+export class Group {
+  private items: (Message | undefined)[] = [];
+  private start = 0;
+
+  get length(): number {
+    return this.items.length - this.start;
+  }
+
+  at(index: number): Message | undefined {
+    return this.items[this.start + index];
+  }
+
+  insert(index: number, message: Message): void {
+    if (index === this.length) this.items.push(message);
+    else if (index === 0 && this.start > 0) this.items[--this.start] = message;
+    else this.items.splice(this.start + index, 0, message);
+  }
+
+  /** Takes the message out; answers where it was. */
+  remove(message: Message): number {
+    if (this.items[this.start] === message) {
+      this.items[this.start++] = undefined;
+      if (this.start >= groupCompactMin && this.start * 2 >= this.items.length) {
+        this.items = this.items.slice(this.start);
+        this.start = 0;
+      }
+      return 0;
+    }
+    const at = this.items.indexOf(message, this.start);
+    invariant(at >= 0, `message ${message.seq} is not in its group`);
+    this.items.splice(at, 1);
+    return at - this.start;
+  }
+}
+
+/** Heads taken before a group's array is compacted, at least. */
+const groupCompactMin = 1024;
 
 // ---- scans
 
