@@ -59,7 +59,6 @@ import { Commits } from "./commits.js";
 import {
   asOrderRow,
   bindingKey,
-  byArrival,
   byVisibility,
   compareText,
   dedupBytes,
@@ -74,6 +73,7 @@ import {
   linkInQueue,
   type Message,
   messageBytes,
+  oldest as oldestOf,
   priorityLevels,
   type QueueState,
   scanDepth,
@@ -497,7 +497,7 @@ export class LogStore implements Store {
   private deleteMessage(message: Message): void {
     const position = this.unlink(message);
     this.commits.changed(
-      () => this.link(message, position),
+      () => this.link(message, position, true),
       (writer) => writer.delete(message.seq),
     );
   }
@@ -584,10 +584,10 @@ export class LogStore implements Store {
   }
 
   /** Puts a message into every index: the store's and its queue's (`position` as linkInQueue). */
-  private link(message: Message, position: number): void {
+  private link(message: Message, position: number, restored = false): void {
     this.liveBytes += messageBytes(message);
     this.bySeq.set(message.seq, message);
-    linkInQueue(message, position);
+    linkInQueue(message, position, restored);
   }
 
   /** Takes a message out of every index; answers its place in its FIFO group (or -1). */
@@ -830,7 +830,7 @@ export class LogStore implements Store {
     if (!overflow || overflow.policy === "reject") return;
     const excess = depthOf(queue.counters) - overflow.maxDepth;
     if (excess <= 0) return;
-    const oldest = select(queue, () => true, byArrival, Math.min(excess, limits.overflowTrimMax));
+    const oldest = oldestOf(queue, () => true, Math.min(excess, limits.overflowTrimMax));
     if (overflow.policy === "dead-letter-oldest" && overflow.deadLetter) {
       for (const message of oldest) this.deadLetter(message, overflow.deadLetter, now, "max_depth");
       return;
@@ -1041,11 +1041,7 @@ export class LogStore implements Store {
   }): Promise<{ expired: number }> {
     return this.commits.run(() => {
       const queue = this.requireQueue(params.queue);
-      const expired: Message[] = [];
-      for (const message of queue.messages.values()) {
-        if (expired.length >= params.max) break;
-        if (message.publishedAt <= params.expiredBefore) expired.push(message);
-      }
+      const expired = oldestOf(queue, (message) => message.publishedAt <= params.expiredBefore, params.max);
       for (const message of expired) this.deleteMessage(message);
       if (expired.length > 0) this.addCounters(queue, { expired: expired.length });
       // A Map may lose entries while it is walked.
@@ -1060,12 +1056,8 @@ export class LogStore implements Store {
     return this.commits.run(() => {
       const source = this.requireQueue(params.queue);
       const { now } = params;
-      const candidates = select(
-        source,
-        (message) => message.visibleAt <= now || message.leaseToken === null,
-        byArrival,
-        redriveScanMax,
-      ).map(asOrderRow);
+      const movable = (message: Message) => message.visibleAt <= now || message.leaseToken === null;
+      const candidates = oldestOf(source, movable, redriveScanMax).map(asOrderRow);
       const inFlight = [...source.leased].filter((message) => message.visibleAt > now).map(asOrderRow);
       const { rows, held } = notHeldBack(candidates, inFlight, params.max);
       const { moves, stoppedBy } = planMoves(

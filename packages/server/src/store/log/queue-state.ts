@@ -71,6 +71,14 @@ export interface QueueState {
   readonly dedup: Map<string, { messageId: string; expiresAt: number }>;
   /** At least the messages in flight, or undefined: not state, a hint (inFlightAtMost). */
   inFlightBound: number | undefined;
+  /**
+   * Whether `messages` iterates in arrival order (publish time, then seq): true while every message
+   * came in with a publish time no earlier than the one before (always, when the clock does not step
+   * back) and none was put back by an undo. Then the oldest are the first: see `oldest`.
+   */
+  arrivalOrdered: boolean;
+  /** The latest publish time among the messages linked since the queue was last empty. */
+  lastPublishedAt: number;
 }
 
 export interface ExchangeState {
@@ -226,6 +234,8 @@ export function emptyQueue(
     leased: new Set(),
     dedup: new Map(),
     inFlightBound: undefined,
+    arrivalOrdered: true,
+    lastPublishedAt: Number.NEGATIVE_INFINITY,
   };
 }
 
@@ -235,10 +245,17 @@ export function heapOf(message: Message): IndexedHeap<Message> {
 
 /**
  * Puts a message into every index of its queue. `position` is its place in its FIFO group when it
- * comes back by an undo, or -1 for the group's end.
+ * comes back by an undo, or -1 for the group's end; `restored` says it comes back by an undo.
  */
-export function linkInQueue(message: Message, position: number): void {
+export function linkInQueue(message: Message, position: number, restored = false): void {
   const queue = message.queue;
+  if (queue.messages.size === 0) {
+    queue.arrivalOrdered = true;
+    queue.lastPublishedAt = Number.NEGATIVE_INFINITY;
+  }
+  // A Map keeps insertion order: a message put back by an undo lands last, whatever its age.
+  if (restored || message.publishedAt < queue.lastPublishedAt) queue.arrivalOrdered = false;
+  queue.lastPublishedAt = Math.max(queue.lastPublishedAt, message.publishedAt);
   queue.messages.set(message.seq, message);
   if (message.leaseToken !== null) queue.leased.add(message);
   if (message.groupKey === null) {
@@ -364,6 +381,20 @@ function countInFlight(queue: QueueState, now: number): number {
   let n = 0;
   for (const message of queue.leased) if (message.visibleAt > now) n++;
   return n;
+}
+
+/**
+ * The queue's oldest messages by arrival that pass `filter`, at most `limit`: the first ones while the
+ * queue is in arrival order (O(limit) when most pass), else by a scan and a sort (O(queue)).
+ */
+export function oldest(queue: QueueState, filter: (message: Message) => boolean, limit: number): Message[] {
+  if (!queue.arrivalOrdered) return select(queue, filter, byArrival, limit);
+  const chosen: Message[] = [];
+  for (const message of queue.messages.values()) {
+    if (chosen.length >= limit) break;
+    if (filter(message)) chosen.push(message);
+  }
+  return chosen;
 }
 
 /** The queue's messages that pass `filter`, sorted, at most `limit`. */
