@@ -55,6 +55,7 @@ import { unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import * as zlib from "node:zlib";
+import { limits } from "../../limits.js";
 import {
   encodeSegmentHeader,
   FrameEncoder,
@@ -70,7 +71,7 @@ import { createDirectory, type OpenSegment, type RecoveredLog, recoverLog } from
 
 /** Rolling costs a file creation and a directory fsync, so segments should be large enough for it to be
  * rare; compaction deletes whole segments, so they should not be so large that space comes back late. */
-export const segmentBytesMaxDefault = 64 * 1024 * 1024;
+export const segmentBytesMaxDefault = limits.logSegmentBytesMax;
 /** A rewrite writes its snapshot in pieces of this size, so its memory stays bounded by it. */
 const snapshotPieceBytes = 4 * 1024 * 1024;
 

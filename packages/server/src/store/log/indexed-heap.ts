@@ -17,14 +17,6 @@ export class IndexedHeap<Item extends HeapSlot> {
   /** `before(a, b)`: a comes out first. Must be a strict order that stays fixed while both are held. */
   constructor(private readonly before: (a: Item, b: Item) => boolean) {}
 
-  get size(): number {
-    return this.items.length;
-  }
-
-  peek(): Item | undefined {
-    return this.items[0];
-  }
-
   push(item: Item): void {
     item.heapIndex = this.items.length;
     this.items.push(item);
@@ -58,11 +50,6 @@ export class IndexedHeap<Item extends HeapSlot> {
   /** Every item, in no particular order (for scans that filter and sort themselves). */
   values(): readonly Item[] {
     return this.items;
-  }
-
-  clear(): void {
-    for (const item of this.items) item.heapIndex = -1;
-    this.items.length = 0;
   }
 
   private up(index: number): void {

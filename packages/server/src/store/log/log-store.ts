@@ -652,8 +652,10 @@ export class LogStore implements Store {
   }
 
   queueGet(params: { name: string }): Promise<QueueRecord | undefined> {
-    const queue = this.queues.get(params.name);
-    return this.commits.read(() => queue && toQueueRecord(queue));
+    return this.commits.read(() => {
+      const queue = this.queues.get(params.name);
+      return queue && toQueueRecord(queue);
+    });
   }
 
   queueList(): Promise<QueueRecord[]> {
@@ -1143,8 +1145,10 @@ export class LogStore implements Store {
   }
 
   exchangeGet(params: { name: string }): Promise<ExchangeRecord | undefined> {
-    const exchange = this.exchanges.get(params.name);
-    return this.commits.read(() => exchange && toExchangeRecord(exchange));
+    return this.commits.read(() => {
+      const exchange = this.exchanges.get(params.name);
+      return exchange && toExchangeRecord(exchange);
+    });
   }
 
   exchangeList(): Promise<ExchangeRecord[]> {
