@@ -43,21 +43,18 @@ import { attributes as defaultAttributes, t0 } from "../conformance-fixtures.js"
 import { SqliteStore } from "../sqlite/sqlite-store.js";
 import {
   type DeadLetterRoute,
-  type ExchangeRecord,
   type MessageState,
   type NewMessage,
   noSendPolicy,
   type QueueAttributes,
-  type QueueDepth,
   type QueueKind,
-  type QueueRecord,
   type QueueSend,
   type SendPolicy,
   type Store,
-  type StoredMessage,
   sendPolicyOf,
 } from "../store.js";
 import { LogStore } from "./log-store.js";
+import { dumpStore, type StoreDump } from "./store-dump.js";
 
 const seedCount = Number(process.env.HOPPER_DIFF_SEEDS ?? 20);
 const callsPerSeed = 300;
@@ -521,37 +518,11 @@ function same(actual: unknown, expected: unknown, context: () => string): void {
   }
 }
 
-interface Dump {
-  queues: { queue: QueueRecord; depth: QueueDepth }[];
-  messages: Record<string, StoredMessage[]>;
-  next: Record<string, unknown>;
-  exchanges: ExchangeRecord[];
-}
-
-/** Everything the Store's reads can tell about its state at `now` (as log-store.test.ts's dump). */
-async function dump(store: Store, now: number): Promise<Dump> {
-  const queues = await store.queueListWithDepth({ now });
-  const messages: Record<string, StoredMessage[]> = {};
-  const next: Record<string, unknown> = {};
-  for (const { queue } of queues) {
-    for (const state of states) {
-      messages[`${queue.name}/${state}`] = await store.queuePeek({
-        queue: queue.name,
-        state,
-        limit: 10_000,
-        now,
-      });
-    }
-    next[queue.name] = await store.queueNextEvents({ queue: queue.name, now });
-  }
-  return { queues, messages, next, exchanges: await store.exchangeList() };
-}
-
 /**
  * What the contract asks of one store's dump alone: each queue's depth by state (the available part
  * from its counters, depthOf) is what its peeks find. Both stores could agree and still break it.
  */
-function depthsAgree(state: Dump, store: string, context: (what: string) => () => string): void {
+function depthsAgree(state: StoreDump, store: string, context: (what: string) => () => string): void {
   for (const { queue, depth } of state.queues) {
     const held = (messageState: MessageState) => state.messages[`${queue.name}/${messageState}`]?.length;
     same(
@@ -617,8 +588,8 @@ class Run {
   private async compareStates(last: number, reopen: boolean): Promise<void> {
     const { now } = this.calls;
     const context = this.context(`after call ${last}`, 0);
-    const state = await dump(this.log, now);
-    const reference = await dump(this.sqlite, now);
+    const state = await dumpStore(this.log, now);
+    const reference = await dumpStore(this.sqlite, now);
     same(comparable(state), comparable(reference), context("the dumps differ (+ log store, - SQLite store)"));
     depthsAgree(reference, "SQLite store", context);
     depthsAgree(state, "log store", context);
@@ -629,7 +600,7 @@ class Run {
     } catch (error) {
       assert.fail(`${context("the log store cannot reopen")()}\n${(error as Error).message}`);
     }
-    same(await dump(this.log, now), state, context("the reopened log store's dump differs"));
+    same(await dumpStore(this.log, now), state, context("the reopened log store's dump differs"));
   }
 
   /** What a divergence's message says first: where it was, the calls before it, how to replay it. */

@@ -7,10 +7,11 @@ import { HopperError } from "../../errors.js";
 import { seededRandom } from "../../random.js";
 import { attributes, message, t0 } from "../conformance-fixtures.js";
 import { decodeReceipt } from "../receipts.js";
-import { type MessageState, noSendPolicy, type Store, sendPolicyOf } from "../store.js";
+import { noSendPolicy, type Store, sendPolicyOf } from "../store.js";
 import { exerciseStore } from "../store-conformance.js";
 import { fileIo } from "./append-log.js";
 import { LogStore } from "./log-store.js";
+import { dumpStore } from "./store-dump.js";
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -33,27 +34,6 @@ exerciseStore({
   name: "log (on disk)",
   create: async () => LogStore.open({ dir: tempDir(), random: seededRandom(7) }),
 });
-
-const states: MessageState[] = ["available", "delayed", "in-flight"];
-
-/** Everything the Store's reads can tell about its state at `now`. */
-async function dump(store: Store, now: number): Promise<unknown> {
-  const queues = await store.queueListWithDepth({ now });
-  const messages: Record<string, unknown> = {};
-  const next: Record<string, unknown> = {};
-  for (const { queue } of queues) {
-    for (const state of states) {
-      messages[`${queue.name}/${state}`] = await store.queuePeek({
-        queue: queue.name,
-        state,
-        limit: 10_000,
-        now,
-      });
-    }
-    next[queue.name] = await store.queueNextEvents({ queue: queue.name, now });
-  }
-  return { queues, messages, next, exchanges: await store.exchangeList() };
-}
 
 /** Sends one message with `dedupId` into "dd" (window 60 s); answers the id that stands for it. */
 async function sendDeduplicated(store: Store, dedupId: string, now: number): Promise<string> {
@@ -217,11 +197,11 @@ test("log store: reopening replays the log into the same state, leases and all",
   const store = LogStore.open({ dir, random: seededRandom(1) });
   const { held, firstX } = await scenario(store);
   const at = t0 + 2000;
-  const before = await dump(store, at);
+  const before = await dumpStore(store, at);
   await store.close();
 
   const reopened = LogStore.open({ dir, random: seededRandom(2) });
-  assert.deepEqual(await dump(reopened, at), before);
+  assert.deepEqual(await dumpStore(reopened, at), before);
   assert.equal(await sendDeduplicated(reopened, "x", at), firstX, "the dedupId is remembered");
   // Leases held before the restart are still the latest: their receipts ack.
   const results = await Promise.all(
@@ -265,11 +245,11 @@ test("log store: compaction rewrites the log as the state, and the state survive
   await store.compact();
   assert.equal(store.logStats.compactions, compactions + 1);
   const at = t0 + 2000;
-  const before = await dump(store, at);
+  const before = await dumpStore(store, at);
   await store.close();
 
   const reopened = LogStore.open({ dir, random: seededRandom(2) });
-  assert.deepEqual(await dump(reopened, at), before);
+  assert.deepEqual(await dumpStore(reopened, at), before);
   assert.equal(await sendDeduplicated(reopened, "x", at), firstX, "the dedupId is remembered");
   const [receipt] = held;
   assert.deepEqual(await reopened.queueAck({ queue: "std", receipts: [receipt as string] }), [{ ok: true }]);
