@@ -79,6 +79,7 @@ import {
   scanDepth,
   select,
   toExchangeRecord,
+  toLeased,
   toQueueRecord,
   toStored,
   unlinkFromQueue,
@@ -211,13 +212,13 @@ export class LogStore implements Store {
   /** A record names what earlier records made; anything else means the log is not this store's. */
   private replayedQueue(name: string): QueueState {
     const queue = this.queues.get(name);
-    invariant(queue, `the log names queue "${name}" before creating it`);
+    if (!queue) invariant(false, `the log names queue "${name}" before creating it`);
     return queue;
   }
 
   private replayedMessage(seq: number): Message {
     const message = this.bySeq.get(seq);
-    invariant(message, `the log names message ${seq} before inserting it`);
+    if (!message) invariant(false, `the log names message ${seq} before inserting it`);
     return message;
   }
 
@@ -437,10 +438,9 @@ export class LogStore implements Store {
   ): Message {
     // Checked before any change: linking a message of another priority would fail halfway through.
     const { priority } = message;
-    invariant(
-      Number.isInteger(priority) && priority >= 0 && priority < priorityLevels,
-      `priority ${priority}`,
-    );
+    if (!(Number.isInteger(priority) && priority >= 0 && priority < priorityLevels)) {
+      invariant(false, `priority ${priority}`);
+    }
     const head: InsertHead = {
       queue: queue.name,
       seq: this.lastSeq + 1,
@@ -486,7 +486,7 @@ export class LogStore implements Store {
       deliveryCount: head.deliveryCount,
       firstDeliveredAt: head.firstDeliveredAt,
       leaseToken: head.leaseToken,
-      bytes: footprint({ ...head, body }),
+      bytes: footprint(head, body),
     };
     this.lastSeq = Math.max(this.lastSeq, head.seq);
     this.link(stored, -1);
@@ -593,7 +593,7 @@ export class LogStore implements Store {
   /** Takes a message out of every index; answers its place in its FIFO group (or -1). */
   private unlink(message: Message): number {
     // A message taken out twice would corrupt its queue's indexes and write a delete replay refuses.
-    invariant(this.bySeq.get(message.seq) === message, `message ${message.seq} is not held`);
+    if (this.bySeq.get(message.seq) !== message) invariant(false, `message ${message.seq} is not held`);
     this.liveBytes -= messageBytes(message);
     this.bySeq.delete(message.seq);
     return unlinkFromQueue(message);
@@ -789,7 +789,7 @@ export class LogStore implements Store {
    */
   private refuseBeyondBytesMax(messages: readonly NewMessage[]): void {
     let incoming = 0;
-    for (const message of messages) incoming += footprint(message);
+    for (const message of messages) incoming += footprint(message, message.body);
     if (this.liveBytes + incoming <= this.bytesMax) return;
     throw new HopperError(
       "store_full",
@@ -819,7 +819,7 @@ export class LogStore implements Store {
       }
       const lease = { visibleAt: handoff.leaseExpiresAt, firstDeliveredAt: now, token: tokenBase + rank };
       const stored = this.insertMessage(queue, message, lease);
-      leased[rank - 1] = { ...toStored(stored), receipt: encodeReceipt(stored.seq, lease.token) };
+      leased[rank - 1] = toLeased(stored, encodeReceipt(stored.seq, lease.token));
     });
     this.addCounters(queue, { published: messages.length, delivered: leased.length });
     queue.inFlightBound = inFlight + leased.length;
@@ -908,7 +908,7 @@ export class LogStore implements Store {
             firstDeliveredAt: message.firstDeliveredAt ?? params.now,
           });
           if (message.deliveryCount > 1) redelivered++;
-          messages.push({ ...toStored(message), receipt: encodeReceipt(message.seq, token) });
+          messages.push(toLeased(message, encodeReceipt(message.seq, token)));
           taken.push(message);
         }
       }

@@ -17,6 +17,7 @@ import {
   depthOf,
   type ExchangeRecord,
   type ExchangeType,
+  type LeasedMessage,
   type QueueAttributes,
   type QueueCounters,
   type QueueDepth,
@@ -159,8 +160,40 @@ export function toExchangeRecord(exchange: ExchangeState): ExchangeRecord {
 
 /** The insert record that makes the message again as it is now, lease and all (a snapshot's). */
 export function insertHeadOf(message: Message): InsertHead {
-  const { body: _body, ...fields } = toStored(message);
-  return { ...fields, queue: message.queue.name, seq: message.seq, leaseToken: message.leaseToken };
+  // Written out, not spread from toStored: a snapshot builds one per message held.
+  return {
+    queue: message.queue.name,
+    seq: message.seq,
+    id: message.id,
+    contentType: message.contentType,
+    headers: message.headers,
+    key: message.key,
+    priority: message.priority,
+    dedupId: message.dedupId,
+    publishedAt: message.publishedAt,
+    visibleAt: message.visibleAt,
+    deliveryCount: message.deliveryCount,
+    firstDeliveredAt: message.firstDeliveredAt,
+    leaseToken: message.leaseToken,
+  };
+}
+
+/** The message as a lease hands it out (toStored with its receipt, built in one literal: hot). */
+export function toLeased(message: Message, receipt: string): LeasedMessage {
+  return {
+    id: message.id,
+    body: message.body,
+    contentType: message.contentType,
+    headers: message.headers,
+    key: message.key,
+    priority: message.priority,
+    dedupId: message.dedupId,
+    publishedAt: message.publishedAt,
+    visibleAt: message.visibleAt,
+    deliveryCount: message.deliveryCount,
+    firstDeliveredAt: message.firstDeliveredAt,
+    receipt,
+  };
 }
 
 /** What a message adds to a snapshot, about: its body and its insert record's head. */
@@ -172,15 +205,17 @@ export function messageBytes(message: Message): number {
  * What a message costs, about: its body, its strings and headers (as UTF-16 units, as they are held),
  * and a fixed overhead for its fields in memory and its insert record's head.
  */
-export function footprint(message: {
-  body: Buffer | string;
-  id: string;
-  contentType: string;
-  key: string | null;
-  dedupId: string | null;
-  headers: Record<string, string>;
-}): number {
-  let bytes = messageOverheadBytes + message.body.length + message.id.length + message.contentType.length;
+export function footprint(
+  message: {
+    id: string;
+    contentType: string;
+    key: string | null;
+    dedupId: string | null;
+    headers: Record<string, string>;
+  },
+  body: Buffer | string,
+): number {
+  let bytes = messageOverheadBytes + body.length + message.id.length + message.contentType.length;
   bytes += (message.key?.length ?? 0) + (message.dedupId?.length ?? 0);
   for (const name in message.headers) bytes += name.length + (message.headers[name]?.length ?? 0) + 8;
   return bytes;
