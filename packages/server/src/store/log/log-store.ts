@@ -1,14 +1,12 @@
 /**
  * The log store (docs/log-store.md): every queue, exchange and message held in memory, changed only
- * through the primitives below, each of which records its inverse (for a call that throws) and its
- * change (for the log). commits.ts turns a call's changes into one log record and answers after the
- * log's fdatasync; `open` replays the log into memory; compaction rewrites it as a snapshot. The
- * state itself, a queue's indexes and their scans are in queue-state.ts, with their invariants.
+ * through the primitives of log-state.ts, each of which records its inverse (for a call that throws)
+ * and its change (for the log). commits.ts turns a call's changes into one log record and answers
+ * after the log's fdatasync; `open` replays the log into memory; compaction rewrites it as a
+ * snapshot. The state's own invariants are in log-state.ts; a queue's indexes and their scans are in
+ * queue-state.ts, with theirs.
  *
  * Invariants:
- * - Every message is in `bySeq` exactly when it is in its queue's indexes.
- * - `lastSeq` is at least every seq ever given, across restarts and compactions (seqFloor).
- * - `liveBytes` is the sum of the footprints of the messages and dedupIds held.
  * - A call either applies whole or not at all, and the log holds it whole or not at all.
  */
 import {
@@ -18,7 +16,6 @@ import {
   exchangeNotFound,
   exchangeTypeMismatch,
   HopperError,
-  invariant,
   queueFull,
   queueInUse,
   queueKindMismatch,
@@ -41,7 +38,6 @@ import {
   type MessageState,
   type NewMessage,
   type QueueAttributes,
-  type QueueCounters,
   type QueueDepth,
   type QueueKind,
   type QueueListPage,
@@ -56,25 +52,18 @@ import {
 } from "../store.js";
 import { AppendLog, type AppendLogOptions } from "./append-log.js";
 import { Commits } from "./commits.js";
+import { LogState } from "./log-state.js";
 import {
   asOrderRow,
-  bindingKey,
   byVisibility,
   compareText,
-  dedupBytes,
   type ExchangeState,
-  emptyQueue,
   footprint,
-  heapOf,
   inFlightAtMost,
-  insertHeadOf,
   leaseCandidates,
   leaseOf,
-  linkInQueue,
   type Message,
-  messageBytes,
   oldest as oldestOf,
-  priorityLevels,
   type QueueState,
   scanDepth,
   select,
@@ -82,16 +71,8 @@ import {
   toLeased,
   toQueueRecord,
   toStored,
-  unlinkFromQueue,
 } from "./queue-state.js";
-import {
-  type Change,
-  changeType,
-  type InsertHead,
-  type LeaseFields,
-  RecordWriter,
-  readChanges,
-} from "./records.js";
+import { readChanges } from "./records.js";
 
 export interface LogStoreOptions {
   random: Random;
@@ -103,10 +84,6 @@ export interface LogStoreOptions {
   recordBytesMax?: number;
 }
 
-const jsonContentType = "application/json";
-/** A snapshot is cut into records of about this size. */
-const snapshotRecordBytes = 1024 * 1024;
-
 type MoveParams = Parameters<Store["queueMove"]>[0];
 type MoveResult = Awaited<ReturnType<Store["queueMove"]>>;
 type DeadLetterExhaustedParams = Parameters<Store["queueDeadLetterExhausted"]>[0];
@@ -116,12 +93,7 @@ export class LogStore implements Store {
   private readonly random: Random;
   private log: AppendLog | undefined;
   private readonly commits: Commits;
-  private readonly queues = new Map<string, QueueState>();
-  private readonly exchanges = new Map<string, ExchangeState>();
-  private readonly bySeq = new Map<number, Message>();
-  private lastSeq = 0;
-  /** About what a snapshot of the state would write: what compaction weighs the log against. */
-  private liveBytes = 0;
+  private readonly state: LogState;
   private compacting: Promise<void> | undefined;
   private compactions = 0;
   /** What the last compaction's snapshot wrote. */
@@ -135,6 +107,7 @@ export class LogStore implements Store {
     this.compactBytesMin = options.compactBytesMin ?? limits.logCompactBytesMin;
     this.bytesMax = options.bytesMax ?? limits.logStoreBytesMax;
     this.commits = new Commits(() => this.compactIfDue(), options.recordBytesMax);
+    this.state = new LogState(this.commits);
   }
 
   /**
@@ -153,119 +126,8 @@ export class LogStore implements Store {
   /** Applies one record of the log: the changes of one call, through the same primitives. */
   private replay(record: Buffer): void {
     this.commits.replay(() => {
-      for (const change of readChanges(record)) this.apply(change);
+      for (const change of readChanges(record)) this.state.apply(change);
     });
-  }
-
-  /** Applies one change read from the log. */
-  private apply(change: Change): void {
-    switch (change.type) {
-      case changeType.queueCreate:
-        this.createQueue(change.name, change.kind, change.attributes, change.createdAt);
-        break;
-      case changeType.queueAttributes:
-        this.setAttributes(this.replayedQueue(change.name), change.attributes);
-        break;
-      case changeType.queueDrop:
-        this.dropQueue(this.replayedQueue(change.name));
-        break;
-      case changeType.counters:
-        this.addCounters(this.replayedQueue(change.queue), change.deltas);
-        break;
-      case changeType.dedupSet:
-        this.setDedup(this.replayedQueue(change.queue), change.dedupId, change.messageId, change.expiresAt);
-        break;
-      case changeType.dedupForget:
-        this.forgetDedup(this.replayedQueue(change.queue), change.dedupId);
-        break;
-      case changeType.insert:
-        // The body is a view into the log's read buffer: copied, so that the buffer can go.
-        this.storeMessage(this.replayedQueue(change.head.queue), change.head, Buffer.from(change.body));
-        break;
-      case changeType.lease:
-        this.setLease(this.replayedMessage(change.seq), change);
-        break;
-      case changeType.delete:
-        this.deleteMessage(this.replayedMessage(change.seq));
-        break;
-      case changeType.exchangeCreate:
-        this.createExchange(change.name, change.exchangeType, change.alternate, change.createdAt);
-        break;
-      case changeType.exchangeAlternate:
-        this.setAlternate(this.replayedExchange(change.name), change.alternate);
-        break;
-      case changeType.exchangeDrop:
-        this.dropExchange(this.replayedExchange(change.name));
-        break;
-      case changeType.bindingPut:
-        this.putBinding(this.replayedExchange(change.exchange), change.destination, change.pattern);
-        break;
-      case changeType.bindingDelete:
-        this.removeBinding(this.replayedExchange(change.exchange), change.destination, change.pattern);
-        break;
-      case changeType.seqFloor:
-        this.lastSeq = Math.max(this.lastSeq, change.seq);
-        break;
-    }
-  }
-
-  /** A record names what earlier records made; anything else means the log is not this store's. */
-  private replayedQueue(name: string): QueueState {
-    const queue = this.queues.get(name);
-    if (!queue) invariant(false, `the log names queue "${name}" before creating it`);
-    return queue;
-  }
-
-  private replayedMessage(seq: number): Message {
-    const message = this.bySeq.get(seq);
-    if (!message) invariant(false, `the log names message ${seq} before inserting it`);
-    return message;
-  }
-
-  private replayedExchange(name: string): ExchangeState {
-    const exchange = this.exchanges.get(name);
-    invariant(exchange, `the log names exchange "${name}" before creating it`);
-    return exchange;
-  }
-
-  /**
-   * The whole state as records: what compaction writes in place of the log so far. Queues and
-   * exchanges first, so that every later record names something already made.
-   */
-  private snapshot(): Buffer[] {
-    const records: Buffer[] = [];
-    const writer = new RecordWriter();
-    /** Cuts a record every MiB or so: a whole snapshot need not fit one record. */
-    const cut = (force = false) => {
-      if (!writer.empty && (force || writer.bytes >= snapshotRecordBytes))
-        records.push(Buffer.from(writer.take()));
-    };
-    writer.seqFloor(this.lastSeq);
-    for (const queue of this.queues.values()) {
-      const { name, kind, attributes, createdAt } = queue;
-      writer.json({ type: changeType.queueCreate, name, kind, attributes, createdAt });
-      writer.json({ type: changeType.counters, queue: name, deltas: { ...queue.counters } });
-      for (const [dedupId, { messageId, expiresAt }] of queue.dedup) {
-        writer.json({ type: changeType.dedupSet, queue: name, dedupId, messageId, expiresAt });
-        cut();
-      }
-      cut();
-    }
-    for (const exchange of this.exchanges.values()) {
-      const { name, type, alternate, createdAt } = exchange;
-      writer.json({ type: changeType.exchangeCreate, name, exchangeType: type, alternate, createdAt });
-      for (const { destination, pattern } of exchange.bindings.values()) {
-        writer.json({ type: changeType.bindingPut, exchange: name, destination, pattern });
-      }
-      cut();
-    }
-    // In seq order, so that each FIFO group is rebuilt in its order.
-    for (const message of [...this.bySeq.values()].sort((a, b) => a.seq - b.seq)) {
-      writer.insert(insertHeadOf(message), message.body);
-      cut();
-    }
-    cut(true);
-    return records;
   }
 
   /**
@@ -277,7 +139,7 @@ export class LogStore implements Store {
     if (!log || this.compacting) return;
     // Weighed against what the last snapshot wrote too: liveBytes is an estimate, and a snapshot that
     // outgrew it would otherwise be written again at every flush.
-    const live = Math.max(this.liveBytes, this.snapshotBytes);
+    const live = Math.max(this.state.liveBytes, this.snapshotBytes);
     if (log.bytes < Math.max(this.compactBytesMin, limits.logCompactRatio * live)) return;
     // The log refuses appends after a failed write, so the next call reports the failure.
     this.compact().catch(() => {});
@@ -290,7 +152,7 @@ export class LogStore implements Store {
     while (this.compacting) await this.compacting.catch(() => {});
     // Materialized now: the snapshot is the state at this instant, and records appended from here on
     // come after it in the log, whatever the rewrite's own pace.
-    const snapshot = this.snapshot();
+    const snapshot = this.state.snapshot();
     this.snapshotBytes = snapshot.reduce((bytes, record) => bytes + record.length, 0);
     const compaction = log
       .rewrite(snapshot)
@@ -339,276 +201,16 @@ export class LogStore implements Store {
 
   async signalBroadcast(_params: { channel: string; dataJson: string }): Promise<void> {}
 
-  // ---- the primitives: every change of state goes through one of these, which records its inverse
-  // and, when there is a log, its record (records.ts); replaying the records calls them again.
-
-  private createQueue(
-    name: string,
-    kind: QueueKind,
-    attributes: QueueAttributes,
-    createdAt: number,
-  ): QueueState {
-    const queue = emptyQueue(name, kind, attributes, createdAt);
-    this.queues.set(name, queue);
-    this.commits.changed(
-      () => this.queues.delete(name),
-      (writer) => writer.json({ type: changeType.queueCreate, name, kind, attributes, createdAt }),
-    );
-    return queue;
-  }
-
-  private setAttributes(queue: QueueState, attributes: QueueAttributes): void {
-    const before = queue.attributes;
-    queue.attributes = attributes;
-    this.commits.changed(
-      () => {
-        queue.attributes = before;
-      },
-      (writer) => writer.json({ type: changeType.queueAttributes, name: queue.name, attributes }),
-    );
-  }
-
-  /** Removes an emptied queue; its dedupIds go with it. */
-  private dropQueue(queue: QueueState): void {
-    invariant(queue.messages.size === 0, "a queue dropped with messages");
-    this.queues.delete(queue.name);
-    let freed = 0;
-    for (const [dedupId, { messageId }] of queue.dedup) freed += dedupBytes(dedupId, messageId);
-    this.liveBytes -= freed;
-    this.commits.changed(
-      () => {
-        this.liveBytes += freed;
-        this.queues.set(queue.name, queue);
-      },
-      (writer) => writer.json({ type: changeType.queueDrop, name: queue.name }),
-    );
-  }
-
-  private addCounters(queue: QueueState, deltas: Partial<QueueCounters>): void {
-    const counters = queue.counters as unknown as { [name: string]: number };
-    for (const [name, delta] of Object.entries(deltas)) counters[name] = (counters[name] ?? 0) + (delta ?? 0);
-    this.commits.changed(
-      () => {
-        for (const [name, delta] of Object.entries(deltas))
-          counters[name] = (counters[name] ?? 0) - (delta ?? 0);
-      },
-      (writer) => writer.json({ type: changeType.counters, queue: queue.name, deltas }),
-    );
-  }
-
-  private setDedup(queue: QueueState, dedupId: string, messageId: string, expiresAt: number): void {
-    const before = queue.dedup.get(dedupId);
-    const added = dedupBytes(dedupId, messageId) - (before ? dedupBytes(dedupId, before.messageId) : 0);
-    queue.dedup.set(dedupId, { messageId, expiresAt });
-    this.liveBytes += added;
-    this.commits.changed(
-      () => {
-        this.liveBytes -= added;
-        if (before) queue.dedup.set(dedupId, before);
-        else queue.dedup.delete(dedupId);
-      },
-      (writer) =>
-        writer.json({ type: changeType.dedupSet, queue: queue.name, dedupId, messageId, expiresAt }),
-    );
-  }
-
-  private forgetDedup(queue: QueueState, dedupId: string): void {
-    const before = queue.dedup.get(dedupId);
-    if (!before) return;
-    queue.dedup.delete(dedupId);
-    const freed = dedupBytes(dedupId, before.messageId);
-    this.liveBytes -= freed;
-    this.commits.changed(
-      () => {
-        this.liveBytes += freed;
-        queue.dedup.set(dedupId, before);
-      },
-      (writer) => writer.json({ type: changeType.dedupForget, queue: queue.name, dedupId }),
-    );
-  }
-
-  /**
-   * Stores one message, leased already when `lease` is given. In a FIFO queue it joins the group of
-   * its key ("" without one), as its head if the group was empty; FIFO queues have no priorities.
-   */
-  private insertMessage(
-    queue: QueueState,
-    message: Omit<NewMessage, "body"> & { body: Buffer | string },
-    lease?: { visibleAt: number; firstDeliveredAt: number; token: number },
-  ): Message {
-    // Checked before any change: linking a message of another priority would fail halfway through.
-    const { priority } = message;
-    if (!(Number.isInteger(priority) && priority >= 0 && priority < priorityLevels)) {
-      invariant(false, `priority ${priority}`);
-    }
-    const head: InsertHead = {
-      queue: queue.name,
-      seq: this.lastSeq + 1,
-      id: message.id,
-      contentType: message.contentType,
-      headers: message.headers,
-      key: message.key,
-      priority: queue.kind === "fifo" ? 0 : message.priority,
-      dedupId: message.dedupId,
-      publishedAt: message.publishedAt,
-      visibleAt: lease?.visibleAt ?? message.visibleAt,
-      deliveryCount: lease ? 1 : 0,
-      firstDeliveredAt: lease?.firstDeliveredAt ?? null,
-      leaseToken: lease?.token ?? null,
-    };
-    const stored = this.storeMessage(queue, head, message.body);
-    this.commits.changed(
-      () => {
-        this.unlink(stored);
-        this.lastSeq = head.seq - 1;
-      },
-      (writer) => writer.insert(head, message.body),
-    );
-    return stored;
-  }
-
-  /** Builds a message from its insert record's fields and links it in. */
-  private storeMessage(queue: QueueState, head: InsertHead, body: Buffer | string): Message {
-    const stored: Message = {
-      heapIndex: -1,
-      seq: head.seq,
-      queue,
-      id: head.id,
-      body: head.contentType === jsonContentType && typeof body !== "string" ? body.toString("utf8") : body,
-      contentType: head.contentType,
-      headers: head.headers,
-      key: head.key,
-      priority: head.priority,
-      dedupId: head.dedupId,
-      groupKey: queue.kind === "fifo" ? (head.key ?? "") : null,
-      publishedAt: head.publishedAt,
-      visibleAt: head.visibleAt,
-      deliveryCount: head.deliveryCount,
-      firstDeliveredAt: head.firstDeliveredAt,
-      leaseToken: head.leaseToken,
-      bytes: footprint(head, body),
-    };
-    this.lastSeq = Math.max(this.lastSeq, head.seq);
-    this.link(stored, -1);
-    return stored;
-  }
-
-  /** Deletes one message; if it was its FIFO group's head, the next message of the group becomes it. */
-  private deleteMessage(message: Message): void {
-    const position = this.unlink(message);
-    this.commits.changed(
-      () => this.link(message, position, true),
-      (writer) => writer.delete(message.seq),
-    );
-  }
-
-  /** Leases, releases or extends: the message's visibility and lease change together. */
-  private setLease(message: Message, lease: Omit<LeaseFields, "seq">): void {
-    const before = leaseOf(message);
-    this.applyLease(message, lease);
-    this.commits.changed(
-      () => this.applyLease(message, before),
-      (writer) => writer.lease({ seq: message.seq, ...lease }),
-    );
-  }
-
-  private applyLease(message: Message, lease: Omit<LeaseFields, "seq">): void {
-    const moved = message.visibleAt !== lease.visibleAt;
-    message.visibleAt = lease.visibleAt;
-    message.leaseToken = lease.leaseToken;
-    message.deliveryCount = lease.deliveryCount;
-    message.firstDeliveredAt = lease.firstDeliveredAt;
-    if (lease.leaseToken === null) message.queue.leased.delete(message);
-    else message.queue.leased.add(message);
-    if (moved && message.heapIndex >= 0) heapOf(message).update(message);
-  }
-
-  private createExchange(
-    name: string,
-    type: ExchangeType,
-    alternate: string | null,
-    createdAt: number,
-  ): ExchangeState {
-    const exchange: ExchangeState = { name, type, alternate, createdAt, bindings: new Map() };
-    this.exchanges.set(name, exchange);
-    this.commits.changed(
-      () => this.exchanges.delete(name),
-      (writer) =>
-        writer.json({ type: changeType.exchangeCreate, name, exchangeType: type, alternate, createdAt }),
-    );
-    return exchange;
-  }
-
-  private setAlternate(exchange: ExchangeState, alternate: string | null): void {
-    const before = exchange.alternate;
-    exchange.alternate = alternate;
-    this.commits.changed(
-      () => {
-        exchange.alternate = before;
-      },
-      (writer) => writer.json({ type: changeType.exchangeAlternate, name: exchange.name, alternate }),
-    );
-  }
-
-  /** Removes an exchange and its own bindings (the bindings to it go one by one: deleteBindingsTo). */
-  private dropExchange(exchange: ExchangeState): void {
-    this.exchanges.delete(exchange.name);
-    this.commits.changed(
-      () => this.exchanges.set(exchange.name, exchange),
-      (writer) => writer.json({ type: changeType.exchangeDrop, name: exchange.name }),
-    );
-  }
-
-  private putBinding(exchange: ExchangeState, destination: BindingDestination, pattern: string): boolean {
-    const key = bindingKey(destination, pattern);
-    if (exchange.bindings.has(key)) return false;
-    exchange.bindings.set(key, { destination: { ...destination }, pattern });
-    this.commits.changed(
-      () => exchange.bindings.delete(key),
-      (writer) => writer.json({ type: changeType.bindingPut, exchange: exchange.name, destination, pattern }),
-    );
-    return true;
-  }
-
-  private removeBinding(exchange: ExchangeState, destination: BindingDestination, pattern: string): boolean {
-    const key = bindingKey(destination, pattern);
-    const binding = exchange.bindings.get(key);
-    if (!binding) return false;
-    exchange.bindings.delete(key);
-    this.commits.changed(
-      () => exchange.bindings.set(key, binding),
-      (writer) =>
-        writer.json({ type: changeType.bindingDelete, exchange: exchange.name, destination, pattern }),
-    );
-    return true;
-  }
-
-  /** Puts a message into every index: the store's and its queue's (`position` as linkInQueue). */
-  private link(message: Message, position: number, restored = false): void {
-    this.liveBytes += messageBytes(message);
-    this.bySeq.set(message.seq, message);
-    linkInQueue(message, position, restored);
-  }
-
-  /** Takes a message out of every index; answers its place in its FIFO group (or -1). */
-  private unlink(message: Message): number {
-    // A message taken out twice would corrupt its queue's indexes and write a delete replay refuses.
-    if (this.bySeq.get(message.seq) !== message) invariant(false, `message ${message.seq} is not held`);
-    this.liveBytes -= messageBytes(message);
-    this.bySeq.delete(message.seq);
-    return unlinkFromQueue(message);
-  }
-
   // ---- reads
 
   private requireQueue(name: string): QueueState {
-    const queue = this.queues.get(name);
+    const queue = this.state.queues.get(name);
     if (!queue) throw queueNotFound(name);
     return queue;
   }
 
   private requireExchange(name: string): ExchangeState {
-    const exchange = this.exchanges.get(name);
+    const exchange = this.state.exchanges.get(name);
     if (!exchange) {
       throw exchangeNotFound(name);
     }
@@ -625,16 +227,16 @@ export class LogStore implements Store {
   }): Promise<{ created: boolean; queue: QueueRecord }> {
     return this.commits.run(() => {
       this.checkDeadLetterTarget(params.name, params.attributes);
-      const existing = this.queues.get(params.name);
+      const existing = this.state.queues.get(params.name);
       if (existing) {
         if (existing.kind !== params.kind) {
           throw queueKindMismatch(params.name, existing.kind);
         }
-        this.setAttributes(existing, { ...params.attributes });
+        this.state.setAttributes(existing, { ...params.attributes });
         return { created: false, queue: toQueueRecord(existing) };
       }
-      if (this.queues.size >= limits.queuesMax) throw new HopperError("too_many_queues");
-      this.createQueue(params.name, params.kind, { ...params.attributes }, params.now);
+      if (this.state.queues.size >= limits.queuesMax) throw new HopperError("too_many_queues");
+      this.state.createQueue(params.name, params.kind, { ...params.attributes }, params.now);
       return { created: true, queue: toQueueRecord(this.requireQueue(params.name)) };
     });
   }
@@ -643,17 +245,17 @@ export class LogStore implements Store {
     const target = attributes.deadLetter;
     if (!target) return;
     if ("queue" in target) {
-      if (target.queue !== queueName && !this.queues.has(target.queue)) {
+      if (target.queue !== queueName && !this.state.queues.has(target.queue)) {
         throw deadLetterQueueNotFound(target.queue);
       }
-    } else if (!this.exchanges.has(target.exchange)) {
+    } else if (!this.state.exchanges.has(target.exchange)) {
       throw deadLetterExchangeNotFound(target.exchange);
     }
   }
 
   queueGet(params: { name: string }): Promise<QueueRecord | undefined> {
     return this.commits.read(() => {
-      const queue = this.queues.get(params.name);
+      const queue = this.state.queues.get(params.name);
       return queue && toQueueRecord(queue);
     });
   }
@@ -663,7 +265,7 @@ export class LogStore implements Store {
   }
 
   private sortedQueues(): QueueState[] {
-    return [...this.queues.values()].sort((a, b) => compareText(a.name, b.name));
+    return [...this.state.queues.values()].sort((a, b) => compareText(a.name, b.name));
   }
 
   /**
@@ -676,12 +278,12 @@ export class LogStore implements Store {
       this.refuseDeadLetterTarget(params.name);
       const deleted = this.deleteStep(queue, lastSeq);
       if (deleted === limits.purgeStepMax) {
-        this.addCounters(queue, { purged: deleted });
+        this.state.addCounters(queue, { purged: deleted });
         return { removed: deleted, done: false };
       }
       const rest = [...queue.messages.values()];
-      for (const message of rest) this.deleteMessage(message);
-      this.dropQueue(queue);
+      for (const message of rest) this.state.deleteMessage(message);
+      this.state.dropQueue(queue);
       this.deleteBindingsTo({ kind: "queue", name: params.name });
       return { removed: deleted + rest.length, done: true };
     });
@@ -696,9 +298,9 @@ export class LogStore implements Store {
     let removed = 0;
     for (;;) {
       const outcome = await this.commits.run(() => {
-        const queue = lastSeq === undefined ? this.requireQueue(name) : this.queues.get(name);
+        const queue = lastSeq === undefined ? this.requireQueue(name) : this.state.queues.get(name);
         if (!queue) return { removed: 0, done: true };
-        lastSeq ??= this.lastSeq;
+        lastSeq ??= this.state.lastSeq;
         return step(queue, lastSeq);
       });
       removed += outcome.removed;
@@ -713,7 +315,7 @@ export class LogStore implements Store {
       if (step.length >= limits.purgeStepMax) break;
       if (message.seq <= lastSeq) step.push(message);
     }
-    for (const message of step) this.deleteMessage(message);
+    for (const message of step) this.state.deleteMessage(message);
     return step.length;
   }
 
@@ -773,12 +375,12 @@ export class LogStore implements Store {
       if (depth + stored.length > overflow.maxDepth) throw queueFull(send.queue, overflow.maxDepth, depth);
     }
     for (const message of stored) {
-      this.insertMessage(queue, message);
+      this.state.insertMessage(queue, message);
       if (message.dedupId !== null && dedupWindowMs > 0) {
-        this.setDedup(queue, message.dedupId, message.id, now + dedupWindowMs);
+        this.state.setDedup(queue, message.dedupId, message.id, now + dedupWindowMs);
       }
     }
-    if (stored.length > 0) this.addCounters(queue, { published: stored.length });
+    if (stored.length > 0) this.state.addCounters(queue, { published: stored.length });
     this.trimOverflow(queue, send.policy, now);
     return { ids, leased: [] };
   }
@@ -790,11 +392,11 @@ export class LogStore implements Store {
   private refuseBeyondBytesMax(messages: readonly NewMessage[]): void {
     let incoming = 0;
     for (const message of messages) incoming += footprint(message, message.body);
-    if (this.liveBytes + incoming <= this.bytesMax) return;
+    if (this.state.liveBytes + incoming <= this.bytesMax) return;
     throw new HopperError(
       "store_full",
-      `The log store holds ${this.liveBytes} of at most ${this.bytesMax} bytes of messages.`,
-      { bytes: this.liveBytes, bytesMax: this.bytesMax },
+      `The log store holds ${this.state.liveBytes} of at most ${this.bytesMax} bytes of messages.`,
+      { bytes: this.state.liveBytes, bytesMax: this.bytesMax },
     );
   }
 
@@ -814,14 +416,14 @@ export class LogStore implements Store {
     messages.forEach((message, index) => {
       const rank = ranks[index] ?? 0;
       if (rank === 0 || rank > room) {
-        this.insertMessage(queue, message);
+        this.state.insertMessage(queue, message);
         return;
       }
       const lease = { visibleAt: handoff.leaseExpiresAt, firstDeliveredAt: now, token: tokenBase + rank };
-      const stored = this.insertMessage(queue, message, lease);
+      const stored = this.state.insertMessage(queue, message, lease);
       leased[rank - 1] = toLeased(stored, encodeReceipt(stored.seq, lease.token));
     });
-    this.addCounters(queue, { published: messages.length, delivered: leased.length });
+    this.state.addCounters(queue, { published: messages.length, delivered: leased.length });
     queue.inFlightBound = inFlight + leased.length;
     return { ids: messages.map((message) => message.id), leased };
   }
@@ -837,8 +439,8 @@ export class LogStore implements Store {
       for (const message of oldest) this.deadLetter(message, overflow.deadLetter, now, "max_depth");
       return;
     }
-    for (const message of oldest) this.deleteMessage(message);
-    this.addCounters(queue, { dropped: oldest.length });
+    for (const message of oldest) this.state.deleteMessage(message);
+    this.state.addCounters(queue, { dropped: oldest.length });
   }
 
   /**
@@ -855,13 +457,13 @@ export class LogStore implements Store {
     const headers = deadLetterHeaders(stored, message.queue.name, reason);
     const copy = { ...stored, headers, publishedAt: now, visibleAt: now };
     for (const name of route.queues) {
-      const target = this.queues.get(name);
+      const target = this.state.queues.get(name);
       if (!target) continue;
-      this.insertMessage(target, copy);
-      this.addCounters(target, { published: 1 });
+      this.state.insertMessage(target, copy);
+      this.state.addCounters(target, { published: 1 });
     }
-    this.deleteMessage(message);
-    this.addCounters(message.queue, { deadLettered: 1 });
+    this.state.deleteMessage(message);
+    this.state.addCounters(message.queue, { deadLettered: 1 });
   }
 
   // ---- leases and receipts
@@ -901,7 +503,7 @@ export class LogStore implements Store {
             continue;
           }
           const token = tokenBase + message.seq;
-          this.setLease(message, {
+          this.state.setLease(message, {
             visibleAt: params.leaseExpiresAt,
             leaseToken: token,
             deliveryCount: message.deliveryCount + 1,
@@ -912,11 +514,11 @@ export class LogStore implements Store {
           taken.push(message);
         }
       }
-      if (messages.length > 0) this.addCounters(queue, { delivered: messages.length, redelivered });
+      if (messages.length > 0) this.state.addCounters(queue, { delivered: messages.length, redelivered });
       if (!params.autoAck) queue.inFlightBound = inFlight + messages.length;
       if (params.autoAck && taken.length > 0) {
-        for (const message of taken) this.deleteMessage(message);
-        this.addCounters(queue, { acked: taken.length });
+        for (const message of taken) this.state.deleteMessage(message);
+        this.state.addCounters(queue, { acked: taken.length });
       }
       return { messages, deadLettered };
     });
@@ -926,7 +528,7 @@ export class LogStore implements Store {
   private byReceipt(queue: QueueState, receipt: string): Message | "invalid_receipt" | undefined {
     const decoded = decodeReceipt(receipt);
     if (!decoded) return "invalid_receipt";
-    const message = this.bySeq.get(decoded.seq);
+    const message = this.state.bySeq.get(decoded.seq);
     return message && message.queue === queue && message.leaseToken === decoded.leaseToken
       ? message
       : undefined;
@@ -955,10 +557,10 @@ export class LogStore implements Store {
       const queue = this.requireQueue(params.queue);
       let acked = 0;
       const results = this.forEachReceipt(queue, params.receipts, (message) => {
-        this.deleteMessage(message);
+        this.state.deleteMessage(message);
         acked++;
       });
-      if (acked > 0) this.addCounters(queue, { acked });
+      if (acked > 0) this.state.addCounters(queue, { acked });
       return results;
     });
   }
@@ -981,14 +583,14 @@ export class LogStore implements Store {
           deadLettered++;
           return;
         }
-        this.setLease(message, {
+        this.state.setLease(message, {
           visibleAt: params.now + params.retryDelayMs(message.deliveryCount),
           leaseToken: null,
           deliveryCount: message.deliveryCount,
           firstDeliveredAt: message.firstDeliveredAt,
         });
       });
-      if (nacked > 0) this.addCounters(queue, { nacked });
+      if (nacked > 0) this.state.addCounters(queue, { nacked });
       return { results, deadLettered };
     });
   }
@@ -1002,7 +604,7 @@ export class LogStore implements Store {
       const queue = this.requireQueue(params.queue);
       queue.inFlightBound = undefined;
       return this.forEachReceipt(queue, params.receipts, (message) => {
-        this.setLease(message, { ...leaseOf(message), visibleAt: params.leaseExpiresAt });
+        this.state.setLease(message, { ...leaseOf(message), visibleAt: params.leaseExpiresAt });
       });
     });
   }
@@ -1029,7 +631,7 @@ export class LogStore implements Store {
   async queuePurge(params: { queue: string }): Promise<{ purged: number }> {
     const purged = await this.inSteps(params.queue, (queue, lastSeq) => {
       const deleted = this.deleteStep(queue, lastSeq);
-      if (deleted > 0) this.addCounters(queue, { purged: deleted });
+      if (deleted > 0) this.state.addCounters(queue, { purged: deleted });
       return { removed: deleted, done: deleted < limits.purgeStepMax };
     });
     return { purged };
@@ -1044,11 +646,11 @@ export class LogStore implements Store {
     return this.commits.run(() => {
       const queue = this.requireQueue(params.queue);
       const expired = oldestOf(queue, (message) => message.publishedAt <= params.expiredBefore, params.max);
-      for (const message of expired) this.deleteMessage(message);
-      if (expired.length > 0) this.addCounters(queue, { expired: expired.length });
+      for (const message of expired) this.state.deleteMessage(message);
+      if (expired.length > 0) this.state.addCounters(queue, { expired: expired.length });
       // A Map may lose entries while it is walked.
       for (const [dedupId, entry] of queue.dedup) {
-        if (entry.expiresAt <= params.now) this.forgetDedup(queue, dedupId);
+        if (entry.expiresAt <= params.now) this.state.forgetDedup(queue, dedupId);
       }
       return { expired: expired.length };
     });
@@ -1066,18 +668,18 @@ export class LogStore implements Store {
         rows.map(({ message }) => message),
         { ...params, source: source.name },
         (name) => {
-          const target = this.queues.get(name);
+          const target = this.state.queues.get(name);
           return target && depthOf(target.counters);
         },
       );
-      for (const { item } of moves) this.deleteMessage(item);
-      if (moves.length > 0) this.addCounters(source, { redriven: moves.length });
+      for (const { item } of moves) this.state.deleteMessage(item);
+      if (moves.length > 0) this.state.addCounters(source, { redriven: moves.length });
       const targets = byTarget(moves);
       for (const [name, { policy, items }] of targets) {
         const target = this.requireQueue(name);
         for (const item of items)
-          this.insertMessage(target, { ...toStored(item), publishedAt: now, visibleAt: now });
-        this.addCounters(target, { published: items.length });
+          this.state.insertMessage(target, { ...toStored(item), publishedAt: now, visibleAt: now });
+        this.state.addCounters(target, { published: items.length });
         this.trimOverflow(target, policy, now);
       }
       return { moved: moves.length, held, targets: [...targets.keys()], stoppedBy };
@@ -1109,7 +711,7 @@ export class LogStore implements Store {
     now: number;
   }): Promise<{ nextVisibleAt: number | null; oldestPublishedAt: number | null }> {
     return this.commits.read(() => {
-      const queue = this.queues.get(params.queue);
+      const queue = this.state.queues.get(params.queue);
       let next: number | null = null;
       let oldest: number | null = null;
       for (const message of queue?.messages.values() ?? []) {
@@ -1131,29 +733,29 @@ export class LogStore implements Store {
     now: number;
   }): Promise<{ created: boolean; exchange: ExchangeRecord }> {
     return this.commits.run(() => {
-      const existing = this.exchanges.get(params.name);
+      const existing = this.state.exchanges.get(params.name);
       if (!existing) {
-        const exchange = this.createExchange(params.name, params.type, params.alternate, params.now);
+        const exchange = this.state.createExchange(params.name, params.type, params.alternate, params.now);
         return { created: true, exchange: toExchangeRecord(exchange) };
       }
       if (existing.type !== params.type) {
         throw exchangeTypeMismatch(params.name, existing.type);
       }
-      this.setAlternate(existing, params.alternate);
+      this.state.setAlternate(existing, params.alternate);
       return { created: false, exchange: toExchangeRecord(existing) };
     });
   }
 
   exchangeGet(params: { name: string }): Promise<ExchangeRecord | undefined> {
     return this.commits.read(() => {
-      const exchange = this.exchanges.get(params.name);
+      const exchange = this.state.exchanges.get(params.name);
       return exchange && toExchangeRecord(exchange);
     });
   }
 
   exchangeList(): Promise<ExchangeRecord[]> {
     return this.commits.read(() =>
-      [...this.exchanges.values()].sort((a, b) => compareText(a.name, b.name)).map(toExchangeRecord),
+      [...this.state.exchanges.values()].sort((a, b) => compareText(a.name, b.name)).map(toExchangeRecord),
     );
   }
 
@@ -1169,16 +771,16 @@ export class LogStore implements Store {
       if (sources.length > 0) {
         throw exchangeInUse(params.name, sources);
       }
-      this.dropExchange(exchange);
+      this.state.dropExchange(exchange);
       this.deleteBindingsTo({ kind: "exchange", name: params.name });
     });
   }
 
   private deleteBindingsTo(destination: BindingDestination): void {
-    for (const exchange of this.exchanges.values()) {
+    for (const exchange of this.state.exchanges.values()) {
       for (const binding of [...exchange.bindings.values()]) {
         if (binding.destination.kind === destination.kind && binding.destination.name === destination.name) {
-          this.removeBinding(exchange, binding.destination, binding.pattern);
+          this.state.removeBinding(exchange, binding.destination, binding.pattern);
         }
       }
     }
@@ -1191,7 +793,7 @@ export class LogStore implements Store {
       const exchange = this.requireExchange(params.exchange);
       if (params.destination.kind === "queue") this.requireQueue(params.destination.name);
       else this.requireExchange(params.destination.name);
-      return { created: this.putBinding(exchange, params.destination, params.pattern) };
+      return { created: this.state.putBinding(exchange, params.destination, params.pattern) };
     });
   }
 
@@ -1200,7 +802,7 @@ export class LogStore implements Store {
   }> {
     return this.commits.run(() => {
       const exchange = this.requireExchange(params.exchange);
-      return { deleted: this.removeBinding(exchange, params.destination, params.pattern) };
+      return { deleted: this.state.removeBinding(exchange, params.destination, params.pattern) };
     });
   }
 }

@@ -1,7 +1,7 @@
 /**
- * The log store's state in memory (log-store.ts changes it): each queue's messages and the indexes
+ * The log store's state in memory (log-state.ts changes it): each queue's messages and the indexes
  * that a lease, an ack and a scan read, each exchange's bindings, and the conversions to the Store's
- * records. Nothing here writes the log or records an undo: LogStore's primitives do both around
+ * records. Nothing here writes the log or records an undo: the primitives of log-state.ts do both around
  * these calls.
  *
  * Invariants:
