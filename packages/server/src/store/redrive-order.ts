@@ -8,6 +8,11 @@ import { HopperError, queueFull, queueNotFound } from "../errors.js";
 import type { MessageRow } from "./rows.js";
 import type { SendPolicy } from "./store.js";
 
+/** Where a redrive step sends a message: `to`, or the queue its `x-original-queue` names, or nowhere. */
+export function redriveTargetOf(to: string | null, headers: Record<string, string>): string | null {
+  return to ?? headers["x-original-queue"] ?? null;
+}
+
 /** A redrive step without `to` stops before a message that does not name the queue it came from. */
 export function noRedriveTarget(id: string): HopperError {
   return new HopperError(
@@ -68,7 +73,7 @@ export function planMoves<Item extends { id: string; headers: Record<string, str
   const depths = new Map<string, number>();
   const moves: PlannedMove<Item>[] = [];
   for (const item of items) {
-    const name = params.to ?? item.headers["x-original-queue"] ?? null;
+    const name = redriveTargetOf(params.to, item.headers);
     if (name === null) return { moves, stoppedBy: noRedriveTarget(item.id) };
     const policy = params.policies.get(name);
     const depth = depths.get(name) ?? depthOf(name);

@@ -192,6 +192,34 @@ async function scenario(store: Store): Promise<{ held: string[]; firstX: string 
   return { held, firstX };
 }
 
+/** Leases up to `max` of the queue's messages at t0 and acks them. */
+async function leaseAndAck(store: LogStore, queue: string, max: number): Promise<void> {
+  const lease = { queue, max, now: t0, leaseExpiresAt: t0 + 1000, expiredBefore: 0 };
+  const { messages } = await store.queueLease({ ...lease, inFlightMax: 1000, deadLetter: null });
+  await store.queueAck({ queue, receipts: messages.map((m) => m.receipt) });
+}
+
+/** A log store whose log writes fail, from `failWrites(true)` on, with an injected EIO. */
+function openFailing(dir: string): { store: LogStore; failWrites: (failing: boolean) => void } {
+  let fail = false;
+  const store = LogStore.open({
+    dir,
+    random: seededRandom(1),
+    io: {
+      write: async (file, buffers, position) => {
+        if (fail) throw new Error("EIO (injected)");
+        await fileIo.write(file, buffers, position);
+      },
+    },
+  });
+  return {
+    store,
+    failWrites: (failing) => {
+      fail = failing;
+    },
+  };
+}
+
 test("log store: reopening replays the log into the same state, leases and all", async () => {
   const dir = tempDir();
   const store = LogStore.open({ dir, random: seededRandom(1) });
@@ -329,24 +357,14 @@ test("log store: no answer, write or read, leaves before the fdatasync of what i
 
 test("log store: a failed write stops the store; the log keeps what was answered", async () => {
   const dir = tempDir();
-  let fail = false;
-  const store = LogStore.open({
-    dir,
-    random: seededRandom(1),
-    io: {
-      write: async (file, buffers, position) => {
-        if (fail) throw new Error("EIO (injected)");
-        await fileIo.write(file, buffers, position);
-      },
-    },
-  });
+  const { store, failWrites } = openFailing(dir);
   await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
-  fail = true;
+  failWrites(true);
   await assert.rejects(
     store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages: [message()] }] }),
     /log store stopped/,
   );
-  fail = false;
+  failWrites(false);
   await assert.rejects(store.queueGet({ name: "q" }), /log store stopped/);
   await assert.rejects(store.ping(), /log store stopped/);
   await store.close().catch(() => {});
@@ -400,27 +418,9 @@ test("log store: a send past bytesMax is refused whole with store_full; room com
   );
   assert.equal((await store.queueGet({ name: "q" }))?.counters.published, 2, "nothing of the refused send");
   await send(1);
-  const { messages } = await store.queueLease({
-    queue: "q",
-    max: 3,
-    now: t0,
-    leaseExpiresAt: t0 + 1000,
-    expiredBefore: 0,
-    inFlightMax: 10,
-    deadLetter: null,
-  });
-  await store.queueAck({ queue: "q", receipts: messages.map((m) => m.receipt) });
+  await leaseAndAck(store, "q", 3);
   await send(3);
-  const again = await store.queueLease({
-    queue: "q",
-    max: 3,
-    now: t0,
-    leaseExpiresAt: t0 + 1000,
-    expiredBefore: 0,
-    inFlightMax: 10,
-    deadLetter: null,
-  });
-  await store.queueAck({ queue: "q", receipts: again.messages.map((m) => m.receipt) });
+  await leaseAndAck(store, "q", 3);
   // Empty again: headers count as a body does, and 8 KiB of them does not fit where 1 KiB of body does.
   await assert.rejects(
     store.queueSendMany({
@@ -436,19 +436,9 @@ test("log store: a send past bytesMax is refused whole with store_full; room com
 });
 
 test("log store: a failed write found by a read stops the store as well", async () => {
-  let fail = false;
-  const store = LogStore.open({
-    dir: tempDir(),
-    random: seededRandom(1),
-    io: {
-      write: async (file, buffers, position) => {
-        if (fail) throw new Error("EIO (injected)");
-        await fileIo.write(file, buffers, position);
-      },
-    },
-  });
+  const { store, failWrites } = openFailing(tempDir());
   await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
-  fail = true;
+  failWrites(true);
   // The read's flush is the first to write the send's record, and fails.
   const sending = store.queueSendMany({
     now: t0,
@@ -456,7 +446,7 @@ test("log store: a failed write found by a read stops the store as well", async 
   });
   await assert.rejects(store.queueGet({ name: "q" }), /log store stopped/);
   await assert.rejects(sending, /log store stopped/);
-  fail = false;
+  failWrites(false);
   await assert.rejects(
     store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages: [message()] }] }),
     /log store stopped/,
@@ -504,16 +494,7 @@ test("log store: a compaction does not come again until the log has grown past i
       message({ dedupId: `dedup-${batch}-${i}-${"p".repeat(60)}` }),
     );
     await store.queueSendMany({ now: t0, sends: [{ queue: "d", policy, messages }] });
-    const { messages: leased } = await store.queueLease({
-      queue: "d",
-      max: 100,
-      now: t0,
-      leaseExpiresAt: t0 + 1000,
-      expiredBefore: 0,
-      inFlightMax: 1000,
-      deadLetter: null,
-    });
-    await store.queueAck({ queue: "d", receipts: leased.map((m) => m.receipt) });
+    await leaseAndAck(store, "d", 100);
   }
   await store.compact();
   const after = store.logStats.compactions;

@@ -58,7 +58,6 @@ import {
   byVisibility,
   compareText,
   type ExchangeState,
-  footprint,
   inFlightAtMost,
   leaseCandidates,
   leaseOf,
@@ -369,13 +368,14 @@ export class LogStore implements Store {
       return message.id;
     });
     const stored = send.messages.filter((message, i) => ids[i] === message.id);
-    this.refuseBeyondBytesMax(stored);
     if (overflow?.policy === "reject" && stored.length > 0) {
       const depth = depthOf(queue.counters);
       if (depth + stored.length > overflow.maxDepth) throw queueFull(send.queue, overflow.maxDepth, depth);
     }
+    const held = this.state.liveBytes;
+    for (const message of stored) this.state.insertMessage(queue, message);
+    this.refuseBeyondBytesMax(held);
     for (const message of stored) {
-      this.state.insertMessage(queue, message);
       if (message.dedupId !== null && dedupWindowMs > 0) {
         this.state.setDedup(queue, message.dedupId, message.id, now + dedupWindowMs);
       }
@@ -386,17 +386,20 @@ export class LogStore implements Store {
   }
 
   /**
-   * The state lives in memory, so its size is bounded (bytesMax): a send that would take the messages
-   * held past it is refused whole. Dead letters and redrives move what is held already and are not.
+   * The state lives in memory, so its size is bounded (bytesMax): a send whose messages, once stored
+   * (each counted as it is linked), take what is held past it is refused, and the call undone whole.
+   * `held` is what was held before the send. Dead letters and redrives move what is held already and
+   * are not refused.
    */
-  private refuseBeyondBytesMax(messages: readonly NewMessage[]): void {
-    let incoming = 0;
-    for (const message of messages) incoming += footprint(message, message.body);
-    if (this.state.liveBytes + incoming <= this.bytesMax) return;
+  private refuseBeyondBytesMax(held: number): void {
+    if (this.state.liveBytes <= this.bytesMax) return;
     throw new HopperError(
       "store_full",
-      `The log store holds ${this.state.liveBytes} of at most ${this.bytesMax} bytes of messages.`,
-      { bytes: this.state.liveBytes, bytesMax: this.bytesMax },
+      `The log store holds ${held} of at most ${this.bytesMax} bytes of messages.`,
+      {
+        bytes: held,
+        bytesMax: this.bytesMax,
+      },
     );
   }
 
@@ -408,7 +411,7 @@ export class LogStore implements Store {
     handoff: Handoff,
     now: number,
   ): SendOutcome {
-    this.refuseBeyondBytesMax(messages);
+    const held = this.state.liveBytes;
     const inFlight = inFlightAtMost(queue, now, handoff.max, handoff.inFlightMax);
     const room = Math.max(0, Math.min(handoff.max, handoff.inFlightMax - inFlight));
     const tokenBase = Math.floor(this.random.uint48() / 2 ** 8);
@@ -423,6 +426,7 @@ export class LogStore implements Store {
       const stored = this.state.insertMessage(queue, message, lease);
       leased[rank - 1] = toLeased(stored, encodeReceipt(stored.seq, lease.token));
     });
+    this.refuseBeyondBytesMax(held);
     this.state.addCounters(queue, { published: messages.length, delivered: leased.length });
     queue.inFlightBound = inFlight + leased.length;
     return { ids: messages.map((message) => message.id), leased };

@@ -15,6 +15,7 @@
 import type {
   BindingDestination,
   ExchangeType,
+  NewMessage,
   QueueAttributes,
   QueueCounters,
   QueueKind,
@@ -38,18 +39,10 @@ export const changeType = {
   seqFloor: 15,
 } as const;
 
-/** A message's fields as its insert carries them, all but the body. */
-export interface InsertHead {
+/** A message's fields as its insert carries them, all but the body: a new message's, placed and leased. */
+export interface InsertHead extends Omit<NewMessage, "body"> {
   queue: string;
   seq: number;
-  id: string;
-  contentType: string;
-  headers: Record<string, string>;
-  key: string | null;
-  priority: number;
-  dedupId: string | null;
-  publishedAt: number;
-  visibleAt: number;
   deliveryCount: number;
   firstDeliveredAt: number | null;
   leaseToken: number | null;

@@ -22,7 +22,7 @@ import {
 import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
-import { notHeldBack, planMoves, redriveScanMax } from "../redrive-order.js";
+import { notHeldBack, planMoves, redriveScanMax, redriveTargetOf } from "../redrive-order.js";
 import {
   type DepthColumns,
   type MessageRow,
@@ -1312,7 +1312,7 @@ export class PostgresStore implements Store {
   ): Promise<{ moves: PlannedMove[]; stoppedBy: HopperError | null }> {
     const named = candidates.map((row) => {
       const message = toStoredMessage(row);
-      const name = params.to ?? message.headers["x-original-queue"] ?? null;
+      const name = redriveTargetOf(params.to, message.headers);
       const moved = {
         ...message,
         body: bodyBytes(message.body),
