@@ -329,11 +329,12 @@ export class HopperClient {
     queue: string,
     messages: SendMessage[],
   ): Promise<SendResult[]> {
-    if (utf8LongerThan(JSON.stringify(messages), webSocketSendBytesMax)) {
+    const frameJson = JSON.stringify({ op: "send", queue, messages });
+    if (utf8LongerThan(frameJson, webSocketSendBytesMax)) {
       return this.send(queue, messages);
     }
     const session = await socket.ready();
-    const answer = await session.request({ op: "send", queue, messages });
+    const answer = await session.requestJson(frameJson, "send");
     return answer.results as SendResult[];
   }
 

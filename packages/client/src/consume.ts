@@ -6,7 +6,7 @@ import { BatchCoalescer } from "./coalescer.js";
 import { clientErrorCodes, HopperError } from "./errors.js";
 import { type ServerFrame, SocketSession, type SocketTarget } from "./socket.js";
 import { type ItemResult, isItemError, type ReceivedMessage } from "./types.js";
-import type { MessageHandler } from "./worker.js";
+import type { HandlerContext, MessageHandler } from "./worker.js";
 
 /** The server's ceiling for one consumer's prefetch. */
 export const prefetchMax = 1000;
@@ -53,8 +53,8 @@ export function createConsumer(
 class QueueConsumer {
   readonly done: Promise<void>;
   private readonly session: SocketSession;
-  /** The signal of each running handler, by receipt: aborted when the connection it came on ends. */
-  private readonly leases = new Map<string, AbortController>();
+  /** Each running handler's lease, by receipt: lost when the connection it came on ends. */
+  private readonly leases = new Map<string, Lease>();
   private readonly running = new Set<Promise<void>>();
   private readonly batches = new BatchCoalescer<string, ItemResult>();
   private stopping: Promise<void> | undefined;
@@ -121,18 +121,18 @@ class QueueConsumer {
   }
 
   private async handle(message: ReceivedMessage): Promise<void> {
-    const controller = new AbortController();
-    this.leases.set(message.receipt, controller);
+    const lease = new Lease();
+    this.leases.set(message.receipt, lease);
     let failed = false;
     try {
-      await this.handler(message, { signal: controller.signal });
+      await this.handler(message, lease);
     } catch (error) {
       failed = true;
-      if (!controller.signal.aborted) this.report(error, message);
+      if (lease.lostBecause === undefined) this.report(error, message);
     }
     this.leases.delete(message.receipt);
     // The connection it came on has ended: the server handed the message back; the receipt is dead.
-    if (controller.signal.aborted) return;
+    if (lease.lostBecause !== undefined) return;
     try {
       const result = await this.settle(failed ? "nack" : "ack", message.receipt);
       if (isItemError(result)) this.report(HopperError.fromItem(result.error, 200), message);
@@ -143,13 +143,13 @@ class QueueConsumer {
 
   /** The connection ended: every running handler's lease went with it. */
   private connectionLost(): void {
-    for (const [receipt, controller] of this.leases) {
+    for (const [receipt, lease] of this.leases) {
       const error = new HopperError({
         code: "stale_receipt",
         message: `the connection closed, so the server handed back the message with receipt ${receipt}`,
         status: 0,
       });
-      controller.abort(error);
+      lease.lose(error);
       this.report(error);
     }
     this.leases.clear();
@@ -173,5 +173,29 @@ class QueueConsumer {
     } catch {
       // An onError that throws must not stop the consumer or leave a message unsettled.
     }
+  }
+}
+
+/**
+ * A delivered message's lease as its handler sees it (HandlerContext). The AbortSignal is made only
+ * when the handler reads `signal`: making one costs more than the rest of a delivery on the client,
+ * and most handlers never look (benchmarks.md, session 11).
+ */
+class Lease implements HandlerContext {
+  /** Set once the lease is lost: the reason its signal fires with. */
+  lostBecause: HopperError | undefined;
+  private controller: AbortController | undefined;
+
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.lostBecause !== undefined) this.controller.abort(this.lostBecause);
+    }
+    return this.controller.signal;
+  }
+
+  lose(error: HopperError): void {
+    this.lostBecause ??= error;
+    this.controller?.abort(error);
   }
 }

@@ -31,8 +31,8 @@ export const receiveBackoffMsMax = 30_000;
 export const emptyReceiveIntervalMsMin = 1000;
 
 /**
- * The server closes a WebSocket on a frame above 256 KiB; a publish batch whose messages take more
- * than this (leaving room for the frame around them) goes over HTTP instead.
+ * The server closes a WebSocket on a frame above 256 KiB; a publish batch whose send frame takes more
+ * than this goes over HTTP instead.
  */
 export const webSocketSendBytesMax = 192 * 1024;
 

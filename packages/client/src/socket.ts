@@ -74,6 +74,15 @@ export class SocketSession {
 
   /** Sends a frame and resolves with its answer; rejects with the server's error, or when the connection ends first. */
   request(frame: { op: string } & Record<string, unknown>): Promise<ServerFrame> {
+    return this.requestJson(JSON.stringify(frame), frame.op);
+  }
+
+  /**
+   * As request(), for a frame its caller has already serialized: `frameJson` is a JSON object (without
+   * `ref`, which is added here) and `op` names it in errors. A frame is serialized once this way, even
+   * when its caller must first know its size.
+   */
+  requestJson(frameJson: string, op: string): Promise<ServerFrame> {
     const socket = this.socket;
     if (!socket || socket.readyState !== socket.OPEN) {
       return Promise.reject(
@@ -89,13 +98,13 @@ export class SocketSession {
     return new Promise((resolve, reject) => {
       const timer = clock.setTimeout(() => {
         this.answers.delete(ref);
-        const message = `${frame.op}: no answer within ${requestTimeoutMs} ms`;
+        const message = `${op}: no answer within ${requestTimeoutMs} ms`;
         reject(new HopperError({ code: clientErrorCodes.timeout, message, status: 0 }));
         // A server that stopped answering on this connection may answer on a new one.
         socket.terminate();
       }, requestTimeoutMs);
       this.answers.set(ref, { resolve, reject, timer });
-      socket.send(JSON.stringify({ ...frame, ref }));
+      socket.send(`${frameJson.slice(0, -1)},"ref":${ref}}`);
     });
   }
 

@@ -228,39 +228,56 @@ describe("client consume, end to end", () => {
     const proxy = await startProxy(server.url);
     const viaProxy = new HopperClient({ url: proxy.url });
     await client.putQueue("resilient", {});
-    await client.send("resilient", [{ body: "a" }]);
-    const deliveries: { id: string; deliveryCount: number }[] = [];
+    await client.send("resilient", [{ body: "a" }, { body: "late" }]);
+    const deliveries: { id: string; body: unknown; deliveryCount: number }[] = [];
     const lost: unknown[] = [];
     let firstAborted = false;
+    let releaseLate!: () => void;
+    const lateReleased = new Promise<void>((resolve) => {
+      releaseLate = resolve;
+    });
+    let lateSignal: { aborted: boolean; reason: unknown } | undefined;
     const consumer = viaProxy.consume(
       "resilient",
-      async (message, { signal }) => {
-        deliveries.push({ id: message.id, deliveryCount: message.deliveryCount });
-        if (message.body === "a" && message.deliveryCount === 1) {
+      async (message, context) => {
+        deliveries.push({ id: message.id, body: message.body, deliveryCount: message.deliveryCount });
+        if (message.deliveryCount > 1) return;
+        if (message.body === "a") {
           // Held until the connection goes; the signal says the lease went with it.
           await new Promise<void>((resolve) =>
-            signal.addEventListener("abort", () => resolve(), { once: true }),
+            context.signal.addEventListener("abort", () => resolve(), { once: true }),
           );
           firstAborted = true;
+        } else {
+          // Looks at its signal only after the lease is gone: it must still read as aborted.
+          await lateReleased;
+          lateSignal = { aborted: context.signal.aborted, reason: context.signal.reason };
         }
       },
-      { onError: (error) => lost.push(error) },
+      { prefetch: 2, onError: (error) => lost.push(error) },
     );
     try {
-      await waitUntil(() => deliveries.length === 1, "the first delivery");
+      await waitUntil(() => deliveries.length === 2, "the first deliveries");
       proxy.cut();
-      await waitUntil(() => deliveries.length === 2, "the redelivery on a new connection");
+      await waitUntil(() => deliveries.length === 4, "the redeliveries on a new connection");
+      releaseLate();
+      await waitUntil(() => lateSignal !== undefined, "the late handler's look at its signal");
       assert.ok(firstAborted, "the first handler's signal fired");
-      assert.equal(deliveries[1]?.id, deliveries[0]?.id);
-      assert.equal(deliveries[1]?.deliveryCount, 2);
-      assert.ok(lost.some((error) => (error as HopperError).code === "stale_receipt"));
+      assert.equal(lateSignal?.aborted, true, "a signal read after the loss is aborted");
+      assert.equal((lateSignal?.reason as HopperError | undefined)?.code, "stale_receipt");
+      for (const body of ["a", "late"]) {
+        const [first, again] = deliveries.filter((delivery) => delivery.body === body);
+        assert.equal(again?.id, first?.id, `${body} redelivered`);
+        assert.deepEqual([first?.deliveryCount, again?.deliveryCount], [1, 2]);
+      }
+      assert.equal(lost.filter((error) => (error as HopperError).code === "stale_receipt").length, 2);
       await waitUntil(
-        async () => (await client.getQueue("resilient")).stats.acked === 1,
-        "the redelivery acked",
+        async () => (await client.getQueue("resilient")).stats.acked === 2,
+        "the redeliveries acked",
       );
       // Consuming goes on over the new connection.
       await client.send("resilient", [{ body: "b" }]);
-      await waitUntil(() => deliveries.length === 3, "a message sent after the reconnect");
+      await waitUntil(() => deliveries.length === 5, "a message sent after the reconnect");
     } finally {
       await consumer.stop();
       await proxy.close();
