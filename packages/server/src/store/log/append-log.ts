@@ -1,9 +1,9 @@
 /**
  * An append-only log in a directory of segment files: the durability layer of a log-structured store
  * that keeps its state in memory and appends every mutation as a record. `append()` only encodes the
- * record into memory; `flush()` makes everything appended so far durable with one positional write and
- * one fdatasync, made on the calling thread (see fileIo); `rewrite()` compacts the log into a snapshot
- * of the state.
+ * record into memory; `flush()` makes everything appended so far durable with one positional write, made
+ * on the calling thread, and one fdatasync, made on libuv's thread pool (see fileIo); `rewrite()`
+ * compacts the log into a snapshot of the state.
  *
  * Invariants
  *  1. A flush resolves only after every record appended before its call is written and fdatasync'ed,
@@ -45,7 +45,7 @@ import assert from "node:assert/strict";
 import {
   close as closeCallback,
   closeSync,
-  fdatasyncSync,
+  fdatasync as fdatasyncCallback,
   fsync as fsyncCallback,
   open as openCallback,
   openSync,
@@ -87,6 +87,8 @@ export interface AppendLogOptions {
 
 /** What the writer counts, for tests and for the store's metrics. */
 export interface AppendLogStats {
+  /** Batches that flushes wrote and fdatasync'ed: flush() calls made while one was in flight share the next. */
+  batches: number;
   /** Positional writes issued on segment files (flush batches, headers, snapshot pieces). */
   writes: number;
   /** fdatasync calls issued on segment files. */
@@ -104,15 +106,17 @@ export interface AppendLogIo {
 }
 
 const closeAsync = promisify(closeCallback);
+const fdatasyncAsync = promisify(fdatasyncCallback);
 const fsyncAsync = promisify(fsyncCallback);
 const openAsync = promisify(openCallback);
 
 /**
- * The real file operations, made on the calling thread: a flush writes and fdatasyncs while the event
- * loop waits, as SQLite's COMMIT does. On libuv's thread pool each of the two steps ended only when a
- * busy event loop next came round, so a flush took 2-5 ms at the median (17 ms at p90) where the disk
- * needs a fraction of one, and a broker bounded by its clients' windows sat idle: the same build did
- * W3's drain at 51-54k msg/s with the thread pool and 60-64k with these (docs/log-store.md).
+ * The real file operations. The write is made on the calling thread: it copies the batch into the page
+ * cache, tens of microseconds, and on libuv's thread pool it would end only when a busy event loop next
+ * came round. The fdatasync, which waits for the disk (a fifth of the event loop's time in W1 when it
+ * was made here), runs on the thread pool, so the event loop goes on reading and applying the next calls
+ * meanwhile; their records make the next batch, written once this one is durable (invariant 2). Both
+ * steps on the thread pool, and both on the calling thread, were measured worse (docs/log-store.md).
  */
 export const fileIo: AppendLogIo = {
   async write(file, buffers, position) {
@@ -128,8 +132,8 @@ export const fileIo: AppendLogIo = {
       at += written;
     }
   },
-  async sync(file) {
-    fdatasyncSync(file.fd);
+  sync(file) {
+    return fdatasyncAsync(file.fd);
   },
 };
 
@@ -183,7 +187,7 @@ function deferred<T>(): Deferred<T> {
 }
 
 export class AppendLog {
-  readonly stats: AppendLogStats = { writes: 0, syncs: 0, directorySyncs: 0 };
+  readonly stats: AppendLogStats = { batches: 0, writes: 0, syncs: 0, directorySyncs: 0 };
 
   private readonly dir: string;
   private readonly dirFd: number;
@@ -422,6 +426,7 @@ export class AppendLog {
       this.current = segment;
     }
     const buffers = created ? [encodeSegmentHeader(segment), ...batch.buffers] : batch.buffers;
+    this.stats.batches += 1;
     await this.writeAt(segment, buffers);
     await this.syncFile(segment);
     if (created) await this.syncDirectory();

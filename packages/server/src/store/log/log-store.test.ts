@@ -337,7 +337,7 @@ test("log store: no answer, write or read, leaves before the fdatasync of what i
   const read = settled(store.queueGet({ name: "q" }));
   // A refusal rests on the upsert's change as much as a read does.
   const refused = settled(store.queueUpsert({ name: "q", kind: "fifo", attributes, now: t0 }));
-  // The write before the fdatasync runs on the thread pool: wait for the fdatasync to begin.
+  // The batch is written first: wait for its fdatasync to begin.
   for (let turn = 0; turn < 100_000 && syncs === 0; turn++) await turns(1);
   await turns(5);
   assert.equal(syncs, 1, "one fdatasync for the turn's records");
