@@ -38,7 +38,7 @@ export function decodedWhole(text: string, decoded: Buffer): boolean {
 export function decodeMessageBody(
   message: MessageBodyInput,
   where: string,
-): { body: Buffer; contentType: string } {
+): { body: Buffer | string; contentType: string } {
   const fail = (text: string) => new HopperError("invalid_request", `${where}: ${text}`, { where });
   const hasBody = message.body !== undefined;
   if (hasBody === (message.bodyBase64 !== undefined)) throw fail("give exactly one of body and bodyBase64.");
@@ -46,7 +46,8 @@ export function decodeMessageBody(
     if (message.contentType !== undefined && message.contentType !== jsonContentType) {
       throw fail(`a JSON body has contentType ${jsonContentType}; send other types as bodyBase64.`);
     }
-    return { body: Buffer.from(JSON.stringify(message.body), "utf8"), contentType: jsonContentType };
+    // As text (NewMessage.body): what the stores keep or bind, and what a delivery writes.
+    return { body: JSON.stringify(message.body), contentType: jsonContentType };
   }
   const text = message.bodyBase64 as string;
   const body = Buffer.from(text, "base64");

@@ -8,6 +8,7 @@ import { uuidv7Generator } from "../ids.js";
 import { limits } from "../limits.js";
 import type { Random } from "../random.js";
 import {
+  bodyByteLength,
   type DeadLetterRoute,
   dedupIdFor,
   depthOf,
@@ -42,7 +43,7 @@ import { type HandoffTerms, type WaitEnd, Waiters } from "./waiters.js";
 
 /** A message as a protocol adapter hands it over: the body already decoded to bytes. */
 export interface OutgoingMessage {
-  body: Buffer;
+  body: Buffer | string;
   contentType: string;
   headers?: Record<string, string>;
   key?: string;
@@ -997,11 +998,12 @@ function checkMessage(message: OutgoingMessage, queue: QueueRecord): HopperError
   ) {
     return new HopperError("invalid_request", "priority must be an integer from 0 to 9.");
   }
-  if (message.body.length > attributes.maxMessageBytes) {
+  const bytes = bodyByteLength(message.body);
+  if (bytes > attributes.maxMessageBytes) {
     return new HopperError(
       "message_too_large",
-      `The body is ${message.body.length} bytes; this queue takes at most ${attributes.maxMessageBytes}.`,
-      { bytes: message.body.length, max: attributes.maxMessageBytes },
+      `The body is ${bytes} bytes; this queue takes at most ${attributes.maxMessageBytes}.`,
+      { bytes, max: attributes.maxMessageBytes },
     );
   }
   if (message.delayMs !== undefined && (message.delayMs < 0 || message.delayMs > attributes.retentionMs)) {

@@ -660,7 +660,7 @@ export function exerciseStore(factory: StoreFactory): void {
         assert.equal((await store.queueGet({ name: "q" }))?.counters.nacked, 1);
       });
 
-      test("a JSON body keeps its bytes through a lease, a peek, a dead-letter copy and a move", async () => {
+      test("a JSON body, as bytes or as text, keeps its bytes through a lease, a peek, a dead-letter copy and a move", async () => {
         await store.queueUpsert({ name: "dlq", kind: "standard", attributes, now: t0 });
         const text = JSON.stringify({
           text: "naïve café 日本 🐇",
@@ -669,7 +669,9 @@ export function exerciseStore(factory: StoreFactory): void {
         });
         const json = { ...message(), body: Buffer.from(text, "utf8"), contentType: "application/json" };
         const binary = { ...message(), body: Buffer.from([0xff, 0x00, 0xc3, 0x28, 0x80]) };
-        await send({ queue: "q", messages: [json, binary] });
+        // A JSON body sent as a JSON value reaches the store as its text (NewMessage.body).
+        const jsonText = { ...message(), body: text, contentType: "application/json" };
+        await send({ queue: "q", messages: [json, binary, jsonText] });
         const bytesOf = (body: Buffer | string) =>
           typeof body === "string" ? Buffer.from(body, "utf8") : body;
         const sameBytes = (got: Buffer | string | undefined, want: Buffer, where: string) =>
@@ -677,9 +679,11 @@ export function exerciseStore(factory: StoreFactory): void {
         const peeked = await store.queuePeek({ queue: "q", state: "available", limit: 10, now: t0 });
         sameBytes(peeked[0]?.body, json.body, "peek, JSON");
         sameBytes(peeked[1]?.body, binary.body, "peek, bytes");
-        const leased = (await lease("q", t0, 2)).messages;
+        sameBytes(peeked[2]?.body, json.body, "peek, JSON sent as text");
+        const leased = (await lease("q", t0, 3)).messages;
         sameBytes(leased[0]?.body, json.body, "lease, JSON");
         sameBytes(leased[1]?.body, binary.body, "lease, bytes");
+        sameBytes(leased[2]?.body, json.body, "lease, JSON sent as text");
         await store.queueNack({
           queue: "q",
           receipts: leased.map((m) => m.receipt),
@@ -690,6 +694,11 @@ export function exerciseStore(factory: StoreFactory): void {
         const dead = await store.queuePeek({ queue: "dlq", state: "available", limit: 10, now: t0 + 1 });
         sameBytes(dead.find((m) => m.id === json.id)?.body, json.body, "dead-letter copy, JSON");
         sameBytes(dead.find((m) => m.id === binary.id)?.body, binary.body, "dead-letter copy, bytes");
+        sameBytes(
+          dead.find((m) => m.id === jsonText.id)?.body,
+          json.body,
+          "dead-letter copy, JSON sent as text",
+        );
         const moved = await store.queueMove({
           queue: "dlq",
           to: "q",
@@ -697,10 +706,11 @@ export function exerciseStore(factory: StoreFactory): void {
           now: t0 + 2,
           policies: new Map([["q", noSendPolicy]]),
         });
-        assert.equal(moved.moved, 2);
-        const back = (await lease("q", t0 + 2, 2)).messages;
+        assert.equal(moved.moved, 3);
+        const back = (await lease("q", t0 + 2, 3)).messages;
         sameBytes(back.find((m) => m.id === json.id)?.body, json.body, "moved, JSON");
         sameBytes(back.find((m) => m.id === binary.id)?.body, binary.body, "moved, bytes");
+        sameBytes(back.find((m) => m.id === jsonText.id)?.body, json.body, "moved, JSON sent as text");
       });
 
       test("a nack of the last allowed delivery dead-letters the message with the headers", async () => {

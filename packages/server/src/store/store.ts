@@ -143,7 +143,12 @@ export interface QueueDepth {
 
 export interface NewMessage {
   id: string;
-  body: Buffer;
+  /**
+   * The body's bytes, or, for a JSON body sent as a JSON value, its text: the form the wire brought
+   * and will deliver, so a store that keeps text (the log store) converts nothing; SQLite's BLOB column
+   * and PostgreSQL's bytea take bytes (bodyBytes). Its size is bodyByteLength.
+   */
+  body: Buffer | string;
   contentType: string;
   headers: Record<string, string>;
   key: string | null;
@@ -220,9 +225,14 @@ export interface StoredMessage extends Omit<NewMessage, "body"> {
   firstDeliveredAt: number | null;
 }
 
-/** A stored body as bytes, to write it again (a dead-letter copy, a move). */
+/** A body as bytes, to write it where only bytes go (a dead-letter copy, a move, PostgreSQL's bytea). */
 export function bodyBytes(body: Buffer | string): Buffer {
   return typeof body === "string" ? Buffer.from(body, "utf8") : body;
+}
+
+/** A body's size in bytes, the figure the queue's maxMessageBytes limits. */
+export function bodyByteLength(body: Buffer | string): number {
+  return typeof body === "string" ? Buffer.byteLength(body, "utf8") : body.length;
 }
 
 export interface LeasedMessage extends StoredMessage {
@@ -476,7 +486,7 @@ export function sendPolicyOf(attributes: QueueAttributes, deadLetter: DeadLetter
  * content-based deduplication the SHA-256 of its body; none when the queue does not deduplicate.
  */
 export function dedupIdFor(
-  message: { body: Buffer; dedupId?: string | null },
+  message: { body: Buffer | string; dedupId?: string | null },
   attributes: QueueAttributes,
 ): string | null {
   if (attributes.dedupWindowMs === 0) return null;

@@ -93,7 +93,7 @@ export function messageColumns(messages: readonly NewMessage[]) {
   };
   for (const m of messages) {
     columns.ids.push(m.id);
-    columns.bodies.push(m.body);
+    columns.bodies.push(bodyBytes(m.body));
     columns.contentTypes.push(m.contentType);
     columns.headers.push(Object.keys(m.headers).length > 0 ? JSON.stringify(m.headers) : null);
     columns.keys.push(m.key);

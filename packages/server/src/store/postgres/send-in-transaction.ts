@@ -26,6 +26,7 @@ import { limits } from "../../limits.js";
 import { type Random, systemRandom } from "../../random.js";
 import { type QueueRow, toQueueRecord } from "../rows.js";
 import {
+  bodyByteLength,
   type DeadLetterRoute,
   dedupIdFor,
   depthOf,
@@ -149,9 +150,10 @@ function prepare(
 ): NewMessage {
   const attributes = queue.attributes;
   const { body, contentType } = decodeMessageBody(message, where);
-  if (body.length > attributes.maxMessageBytes) {
+  const bytes = bodyByteLength(body);
+  if (bytes > attributes.maxMessageBytes) {
     throw new HopperError("message_too_large", `${where}: the body is larger than the queue allows.`, {
-      bytes: body.length,
+      bytes,
       max: attributes.maxMessageBytes,
     });
   }

@@ -509,7 +509,8 @@ export class SqliteStore implements Store {
     return this.stmt(sql.messageInsert).run({
       queueId: queue.queue_id,
       id: message.id,
-      body: message.body,
+      // The column is a STRICT BLOB: a JSON body given as text is written as its bytes.
+      body: bodyBytes(message.body),
       contentType: message.contentType,
       headers: hasHeaders ? JSON.stringify(message.headers) : null,
       key: message.key,
