@@ -34,6 +34,13 @@ export const sendBufferBytesLow = sendBufferBytesHigh / 4;
 export const consumersPerConnectionMax = 64;
 /** Frames being worked on at once; past it the socket is not read until some finish. */
 export const operationsInFlightMax = 64;
+/**
+ * Bytes of frames one connection may hand the broker in one turn of the event loop; past it the
+ * socket is not read again until the next turn. libuv reads a busy socket up to 32 times 64 KiB in a
+ * row, so a publisher with a deep window could hold the event loop for tens of milliseconds while the
+ * acks of other connections wait (docs/websocket.md, "Fairness").
+ */
+export const readBytesPerTurnMax = 256 * 1024;
 /** A ping every 30 s keeps idle connections open through proxies and finds dead peers within 60 s. */
 export const pingIntervalMs = 30_000;
 
@@ -60,7 +67,11 @@ export class WsConnection {
   private closing = false;
   private nextSub = 1;
   private operationsInFlight = 0;
+  /** Reading stopped because too many frames are being worked on. */
   private readingPaused = false;
+  /** Bytes of frames read in this turn, and whether reading waits for the next turn. */
+  private bytesThisTurn = 0;
+  private waitingForNextTurn = false;
   /** Whether writes of this turn are being held for one system call (corkUntilTurnEnds). */
   private corked = false;
   private sendPaused = false;
@@ -113,13 +124,27 @@ export class WsConnection {
       this.readingPaused = true;
       this.socket.pause();
     }
+    if (this.bytesThisTurn === 0) setImmediate(() => this.nextTurn());
+    this.bytesThisTurn += rawLength(data);
+    if (this.bytesThisTurn >= readBytesPerTurnMax && !this.waitingForNextTurn) {
+      this.waitingForNextTurn = true;
+      this.socket.pause();
+    }
     void this.answer(data, isBinary).finally(() => {
       this.operationsInFlight--;
       if (this.readingPaused && this.operationsInFlight < operationsInFlightMax / 2) {
         this.readingPaused = false;
-        this.socket.resume();
+        if (!this.waitingForNextTurn) this.socket.resume();
       }
     });
+  }
+
+  /** A new turn: the read budget starts over, and reading goes on if it stopped only for the budget. */
+  private nextTurn(): void {
+    this.bytesThisTurn = 0;
+    if (!this.waitingForNextTurn) return;
+    this.waitingForNextTurn = false;
+    if (!this.readingPaused && !this.closing) this.socket.resume();
   }
 
   /** Runs one frame and sends its answer, or an error frame that echoes its ref. */
@@ -350,6 +375,11 @@ export class WsConnection {
       this.cancelPing = this.schedulePing();
     });
   }
+}
+
+function rawLength(data: RawData): number {
+  if (Array.isArray(data)) return data.reduce((bytes, part) => bytes + part.length, 0);
+  return data.byteLength;
 }
 
 function rawText(data: RawData): string {
