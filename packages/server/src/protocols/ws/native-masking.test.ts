@@ -1,24 +1,30 @@
 /**
  * `ws` masks and unmasks frames with bufferutil's native code when it can load it, and byte by byte
  * in JavaScript when not, silently: a missing optional dependency would cost every frame the server
- * reads (docs/architecture.md, Dependencies). This checks that the `ws` serving /v1/ws loads it.
+ * reads and every frame the client sends (docs/architecture.md, Dependencies). This checks that both
+ * copies of `ws` load it: the server's, under @fastify/websocket, and the client's.
  */
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import { dirname } from "node:path";
 import { test } from "node:test";
 
-test("the ws under @fastify/websocket loads bufferutil's native masking, not its JavaScript fallback", () => {
-  const require = createRequire(import.meta.url);
-  const fromWs = createRequire(
-    require.resolve("ws", { paths: [dirname(require.resolve("@fastify/websocket"))] }),
-  );
-  const loaded = fromWs("bufferutil") as { unmask: unknown };
-  const fallback = fromWs("bufferutil/fallback") as { unmask: unknown };
-  assert.equal(typeof loaded.unmask, "function");
-  assert.notEqual(
-    loaded.unmask,
-    fallback.unmask,
-    "bufferutil fell back to JavaScript: its prebuilt binary did not load",
-  );
-});
+const require = createRequire(import.meta.url);
+
+for (const [copy, requiredBy] of [
+  ["the server's ws", "@fastify/websocket"],
+  ["the client's ws", "@hopper/client"],
+] as const) {
+  test(`${copy} loads bufferutil's native masking, not its JavaScript fallback`, () => {
+    const fromWs = createRequire(require.resolve("ws", { paths: [dirname(require.resolve(requiredBy))] }));
+    const loaded = fromWs("bufferutil") as { mask: unknown; unmask: unknown };
+    const fallback = fromWs("bufferutil/fallback") as { mask: unknown; unmask: unknown };
+    assert.equal(typeof loaded.unmask, "function");
+    assert.notEqual(
+      loaded.mask,
+      fallback.mask,
+      "bufferutil fell back to JavaScript: its binary did not load",
+    );
+    assert.notEqual(loaded.unmask, fallback.unmask);
+  });
+}
