@@ -41,7 +41,7 @@ import { Router } from "./router.js";
 import { Scheduler } from "./scheduler.js";
 import { type HandoffTerms, type WaitEnd, Waiters } from "./waiters.js";
 
-/** A message as a protocol adapter hands it over: the body already decoded to bytes. */
+/** A message as a protocol adapter hands it over: the body decoded (bytes, or a JSON body's text; NewMessage.body). */
 export interface OutgoingMessage {
   body: Buffer | string;
   contentType: string;
