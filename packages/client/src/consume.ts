@@ -125,7 +125,7 @@ class QueueConsumer {
     this.leases.set(message.receipt, lease);
     let failed = false;
     try {
-      await this.handler(message, lease);
+      await this.handler(message, lease.context);
     } catch (error) {
       failed = true;
       if (lease.lostBecause === undefined) this.report(error, message);
@@ -177,16 +177,26 @@ class QueueConsumer {
 }
 
 /**
- * A delivered message's lease as its handler sees it (HandlerContext). The AbortSignal is made only
- * when the handler reads `signal`: making one costs more than the rest of a delivery on the client,
- * and most handlers never look (benchmarks.md, session 11).
+ * A delivered message's lease. Its handler gets `context`, a plain object whose own `signal` (as
+ * worker()'s handlers get) is made only when first read: making an AbortSignal costs more than the rest
+ * of a delivery on the client, and most handlers never look (benchmarks.md, session 11).
  */
-class Lease implements HandlerContext {
+class Lease {
   /** Set once the lease is lost: the reason its signal fires with. */
   lostBecause: HopperError | undefined;
+  readonly context: HandlerContext;
   private controller: AbortController | undefined;
 
-  get signal(): AbortSignal {
+  constructor() {
+    const signal = () => this.signal();
+    this.context = {
+      get signal() {
+        return signal();
+      },
+    };
+  }
+
+  private signal(): AbortSignal {
     if (this.controller === undefined) {
       this.controller = new AbortController();
       if (this.lostBecause !== undefined) this.controller.abort(this.lostBecause);

@@ -92,7 +92,7 @@ export class Metrics {
       const commitStats = () => store.commitStats ?? { commits: 0, jobs: 0 };
       new Counter({
         name: "hopper_store_commits_total",
-        help: "Commits of the embedded store (SQLite transactions, log store flushes): at most one fsync each.",
+        help: "Commits of the embedded store (SQLite transactions, log store batches written): at most one fsync each.",
         registers: [this.registry],
         collect() {
           this.reset();

@@ -41,6 +41,8 @@ export const operationsInFlightMax = 64;
  * acks of other connections wait (docs/websocket.md, "Fairness").
  */
 export const readBytesPerTurnMax = 256 * 1024;
+/** The smallest WebSocket frame header: what an empty frame costs the read budget. */
+const frameHeaderBytesMin = 2;
 /** A ping every 30 s keeps idle connections open through proxies and finds dead peers within 60 s. */
 export const pingIntervalMs = 30_000;
 
@@ -125,7 +127,8 @@ export class WsConnection {
       this.socket.pause();
     }
     if (this.bytesThisTurn === 0) setImmediate(() => this.nextTurn());
-    this.bytesThisTurn += rawLength(data);
+    // A frame counts its header too, so that even empty frames use up the budget.
+    this.bytesThisTurn += frameHeaderBytesMin + rawLength(data);
     if (this.bytesThisTurn >= readBytesPerTurnMax && !this.waitingForNextTurn) {
       this.waitingForNextTurn = true;
       this.socket.pause();
@@ -144,7 +147,8 @@ export class WsConnection {
     this.bytesThisTurn = 0;
     if (!this.waitingForNextTurn) return;
     this.waitingForNextTurn = false;
-    if (!this.readingPaused && !this.closing) this.socket.resume();
+    // Also when closing: the peer's close frame must still be read.
+    if (!this.readingPaused) this.socket.resume();
   }
 
   /** Runs one frame and sends its answer, or an error frame that echoes its ref. */

@@ -44,7 +44,7 @@ test("frames past the read budget of a turn stop reading until the next turn", a
     log: { warn() {}, error() {} },
   });
   const frame = Buffer.from(JSON.stringify({ op: "signal.publish", channel: "c", data: "x".repeat(6000) }));
-  const framesToBudget = Math.ceil(readBytesPerTurnMax / frame.length);
+  const framesToBudget = Math.ceil(readBytesPerTurnMax / (frame.length + 2));
   try {
     for (let i = 0; i < framesToBudget - 1; i++) socket.emit("message", frame, false);
     assert.deepEqual(socket.calls, [], "under the budget, reading goes on");
@@ -61,6 +61,45 @@ test("frames past the read budget of a turn stop reading until the next turn", a
     for (let i = 0; i < framesToBudget - 1; i++) socket.emit("message", frame, false);
     await nextTurn();
     for (let i = 0; i < framesToBudget - 1; i++) socket.emit("message", frame, false);
+    assert.deepEqual(socket.calls, ["pause", "resume"]);
+  } finally {
+    await connection.close();
+  }
+});
+
+test("a connection closed in the turn its budget ran out still reads again, so the peer's close frame is read", async () => {
+  const socket = new StandInSocket();
+  const connection = new WsConnection(socket as unknown as WebSocket, {
+    broker: {} as QueueBroker,
+    signals: new SignalHub(),
+    clock: new FakeClock(),
+    log: { warn() {}, error() {} },
+  });
+  const frame = Buffer.from(JSON.stringify({ op: "signal.publish", channel: "c", data: "x".repeat(6000) }));
+  for (let read = 0; read < readBytesPerTurnMax; read += frame.length) socket.emit("message", frame, false);
+  assert.deepEqual(socket.calls, ["pause"]);
+  await connection.close();
+  await nextTurn();
+  assert.deepEqual(socket.calls, ["pause", "resume"]);
+});
+
+test("empty frames use up the budget too: one turn of them stops reading", async () => {
+  const socket = new StandInSocket();
+  const connection = new WsConnection(socket as unknown as WebSocket, {
+    broker: {} as QueueBroker,
+    signals: new SignalHub(),
+    clock: new FakeClock(),
+    log: { warn() {}, error() {} },
+  });
+  try {
+    // Each is answered with an error within microtasks, which run between the groups below without
+    // ending the turn, so the bound on frames in flight never stops reading here.
+    for (let read = 0; read < readBytesPerTurnMax; read += 2 * 32) {
+      for (let i = 0; i < 32; i++) socket.emit("message", Buffer.alloc(0), false);
+      for (let i = 0; i < 10; i++) await Promise.resolve();
+    }
+    assert.deepEqual(socket.calls, ["pause"]);
+    await nextTurn();
     assert.deepEqual(socket.calls, ["pause", "resume"]);
   } finally {
     await connection.close();

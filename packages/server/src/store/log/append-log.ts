@@ -87,7 +87,8 @@ export interface AppendLogOptions {
 
 /** What the writer counts, for tests and for the store's metrics. */
 export interface AppendLogStats {
-  /** Batches that flushes wrote and fdatasync'ed: flush() calls made while one was in flight share the next. */
+  /** Batches that flushes handed to the disk, one write and one fdatasync each (counted as the write
+   * begins): flush() calls made while one was on the disk share the next. */
   batches: number;
   /** Positional writes issued on segment files (flush batches, headers, snapshot pieces). */
   writes: number;

@@ -2,9 +2,11 @@
  * How the log store's calls become durable. A call applies to the state in memory at once, all of it
  * or none: each change records its inverse, and a call that throws is undone before it rejects. The
  * records of a call that returned are appended to the log; its answer waits for the end of the turn,
- * when one flush (one write, one fdatasync) makes the records of every call of the turn durable, and
- * only then are their answers released, in call order. So a confirm means the message is on disk,
- * and calls in one turn share one fsync, as the SQLite store's group commit does.
+ * when the turn's flush asks the log to make every record appended so far durable, and only then are
+ * the turn's answers released, in call order. The log writes one batch at a time (one write, one
+ * fdatasync): the flushes of the turns that ran while a batch was on the disk share the next one. So a
+ * confirm means the message is on disk, and calls share an fsync, as the SQLite store's group commit
+ * does.
  *
  * A flush that fails leaves memory ahead of the disk: the store stops (every later call rejects with
  * the failure) and a restart recovers what the log holds.

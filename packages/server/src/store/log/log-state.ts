@@ -287,12 +287,16 @@ export class LogState {
 
   /** Builds a message from its insert record's fields and links it in. */
   private storeMessage(queue: QueueState, head: InsertHead, body: Buffer | string): Message {
+    // A JSON body is held as text however it came (a live send's text, replay's bytes), and counted as
+    // held, so the memory bound reads the same before and after a restart.
+    const held =
+      head.contentType === jsonContentType && typeof body !== "string" ? body.toString("utf8") : body;
     const stored: Message = {
       heapIndex: -1,
       seq: head.seq,
       queue,
       id: head.id,
-      body: head.contentType === jsonContentType && typeof body !== "string" ? body.toString("utf8") : body,
+      body: held,
       contentType: head.contentType,
       headers: head.headers,
       key: head.key,
@@ -304,7 +308,7 @@ export class LogState {
       deliveryCount: head.deliveryCount,
       firstDeliveredAt: head.firstDeliveredAt,
       leaseToken: head.leaseToken,
-      bytes: footprint(head, body),
+      bytes: footprint(head, held),
     };
     this.lastSeq = Math.max(this.lastSeq, head.seq);
     this.link(stored, -1);

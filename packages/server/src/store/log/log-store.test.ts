@@ -435,6 +435,24 @@ test("log store: a send past bytesMax is refused whole with store_full; room com
   await store.close();
 });
 
+test("log store: a JSON body counts the same against bytesMax after a restart as when it was sent", async () => {
+  // 10,002 UTF-16 units, 30,002 UTF-8 bytes: sent as text (as the broker sends a JSON value), read back
+  // from the log as bytes. Counted as held (text) both times, it fits 25,000 before and after.
+  const dir = tempDir();
+  const body = JSON.stringify("界".repeat(10_000));
+  const json = (text: string) => ({ ...message(), body: text, contentType: "application/json" });
+  const sendOne = (store: LogStore, text: string) =>
+    store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages: [json(text)] }] });
+  const first = LogStore.open({ dir, random: seededRandom(1), bytesMax: 25_000 });
+  await first.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
+  await sendOne(first, body);
+  await first.close();
+  const reopened = LogStore.open({ dir, random: seededRandom(1), bytesMax: 25_000 });
+  await sendOne(reopened, "1");
+  assert.equal((await reopened.queueGet({ name: "q" }))?.counters.published, 2);
+  await reopened.close();
+});
+
 test("log store: a failed write found by a read stops the store as well", async () => {
   const { store, failWrites } = openFailing(tempDir());
   await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
