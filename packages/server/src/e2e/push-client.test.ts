@@ -236,7 +236,7 @@ describe("client consume, end to end", () => {
     const lateReleased = new Promise<void>((resolve) => {
       releaseLate = resolve;
     });
-    let lateSignal: { keys: string[]; aborted: boolean; reason: unknown } | undefined;
+    let lateSignal: { aborted: boolean; reason: unknown } | undefined;
     const consumer = viaProxy.consume(
       "resilient",
       async (message, context) => {
@@ -249,15 +249,9 @@ describe("client consume, end to end", () => {
           );
           firstAborted = true;
         } else {
-          // Looks at its signal only after the lease is gone, through a copy of its context (as a
-          // wrapper adding fields would): it must still read as aborted.
+          // Looks at its signal only after the lease is gone: it must still read as aborted.
           await lateReleased;
-          const copied = { ...context, attempt: 1 };
-          lateSignal = {
-            keys: Object.keys(context),
-            aborted: copied.signal.aborted,
-            reason: copied.signal.reason,
-          };
+          lateSignal = { aborted: context.signal.aborted, reason: context.signal.reason };
         }
       },
       { prefetch: 2, onError: (error) => lost.push(error) },
@@ -269,7 +263,6 @@ describe("client consume, end to end", () => {
       releaseLate();
       await waitUntil(() => lateSignal !== undefined, "the late handler's look at its signal");
       assert.ok(firstAborted, "the first handler's signal fired");
-      assert.deepEqual(lateSignal?.keys, ["signal"], "the context is a plain object with its signal");
       assert.equal(lateSignal?.aborted, true, "a signal read after the loss is aborted");
       assert.equal((lateSignal?.reason as HopperError | undefined)?.code, "stale_receipt");
       for (const body of ["a", "late"]) {
