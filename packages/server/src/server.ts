@@ -60,7 +60,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         random,
       })
     : options.logDir
-      ? LogStore.open({ dir: options.logDir, random })
+      ? LogStore.open({ dir: options.logDir, durability: options.durability ?? "fsync", random })
       : new SqliteStore({ path: options.dataPath, durability: options.durability ?? "fsync", random });
   const logger = options.logLevel === false ? false : { level: options.logLevel ?? "warn" };
   const broker = new QueueBroker(store, clock, random, {

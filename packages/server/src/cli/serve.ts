@@ -44,9 +44,6 @@ export async function serve(flags: ServeFlags): Promise<void> {
   if (logDir !== undefined && logDir === resolve("")) {
     throw new Error("--store log: needs a directory, as in log:./hopper-log");
   }
-  if (logDir !== undefined && flags.durability !== "fsync") {
-    throw new Error("The log store always fsyncs before it confirms; --durability applies to SQLite.");
-  }
   const dataPath = flags.data === ":memory:" ? flags.data : resolve(flags.data);
   const server = await startServer({
     host: flags.host,
@@ -66,7 +63,7 @@ export async function serve(flags: ServeFlags): Promise<void> {
   const store = postgresUrl
     ? `PostgreSQL ${redactPassword(postgresUrl)} (schema ${flags.pgSchema})`
     : logDir
-      ? `log ${logDir} (fsync)`
+      ? `log ${logDir} (durability ${flags.durability})`
       : `SQLite ${dataPath} (durability ${flags.durability})`;
   const auth = server.apiKeys.configured
     ? `${apiKeys.length} API key(s) configured; send Authorization: Bearer <key>`

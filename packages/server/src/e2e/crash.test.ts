@@ -131,6 +131,11 @@ async function receiveExactly(server: ServerProcess, count: number, leaseMs: num
 const stores: { name: string; options: (dir: TempDir) => ServerProcessOptions }[] = [
   { name: "SQLite", options: (dir) => ({ dataFile: dir.file("hopper.db") }) },
   { name: "log store", options: (dir) => ({ store: `log:${dir.file("log")}` }) },
+  // Confirmed once written to the OS: a killed process loses none of it (only a power loss could).
+  {
+    name: "log store, durability os",
+    options: (dir) => ({ store: `log:${dir.file("log")}`, durability: "os" }),
+  },
 ];
 
 for (const { name, options } of stores) {

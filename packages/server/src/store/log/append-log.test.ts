@@ -363,6 +363,54 @@ test("with a small segmentBytesMax the log rolls into several segments, fsyncs t
   assert.deepEqual(await reopenRecords({ dir, segmentBytesMax }), records);
 });
 
+test("with durability os a flush fdatasyncs nothing; each segment is fdatasync'ed once, as the log leaves it or closes", async (t) => {
+  const dir = tempDir(t);
+  const synced: string[] = [];
+  const io: Partial<AppendLogIo> = {
+    async sync(file) {
+      synced.push(file.fileName);
+      await fileIo.sync(file);
+    },
+  };
+  // A 256-byte segment holds its header and two frames of 100-byte records: six records make three.
+  const segmentBytesMax = 256;
+  const records = Array.from({ length: 6 }, (_, index) => payload(100, index));
+  const log = AppendLog.open({ dir, segmentBytesMax, io, durability: "os" }, noReplay);
+  log.append(records[0] ?? assert.fail());
+  await log.flush();
+  assert.deepEqual(synced, [], "a flush alone fdatasyncs nothing");
+  await appendFlushing(log, records.slice(1), 1);
+  const names = segmentNames(dir);
+  assert.equal(names.length, 3);
+  assert.deepEqual(synced, names.slice(0, 2), "each segment left behind, once");
+  await log.close();
+  assert.deepEqual(synced, names, "close fdatasyncs the last one");
+  assert.deepEqual(await reopenRecords({ dir, segmentBytesMax }), records);
+});
+
+test("with durability os a rewrite fdatasyncs the segment it leaves, and its snapshot", async (t) => {
+  const dir = tempDir(t);
+  const synced: string[] = [];
+  const io: Partial<AppendLogIo> = {
+    async sync(file) {
+      synced.push(file.fileName);
+      await fileIo.sync(file);
+    },
+  };
+  const log = AppendLog.open({ dir, io, durability: "os" }, noReplay);
+  log.append(payload(100, 1));
+  await log.flush();
+  const [first] = segmentNames(dir);
+  assert.deepEqual(synced, []);
+  await log.rewrite([payload(10, 2)]);
+  const [base] = segmentNames(dir);
+  assert.deepEqual(synced, [first, base, base], "the segment left, the base's header, its snapshot");
+  log.append(payload(100, 3));
+  await log.flush();
+  await log.close();
+  assert.deepEqual(await reopenRecords({ dir }), [payload(10, 2), payload(100, 3)]);
+});
+
 test("rewrite leaves the snapshot followed by the records appended after its call, and deletes the older segments", async (t) => {
   const dir = tempDir(t);
   const segmentBytesMax = 256;

@@ -6,8 +6,9 @@
  * compacts the log into a snapshot of the state.
  *
  * Invariants
- *  1. A flush resolves only after every record appended before its call is written and fdatasync'ed,
- *     and, when the flush created the segment file, after the directory holding it is fsync'ed.
+ *  1. A flush resolves only after every record appended before its call is written and fdatasync'ed
+ *     (written only, with durability "os": see AppendLogOptions), and, when the flush created the
+ *     segment file, after the directory holding it is fsync'ed.
  *  2. One batch is written at a time, in append order, so the durable records are always a prefix of
  *     the appended ones. A batch goes to a segment only after every earlier batch is durable, so only
  *     the newest segment file can end in a torn record: recovery truncates a torn tail there and
@@ -83,6 +84,14 @@ export interface AppendLogOptions {
   segmentBytesMax?: number;
   /** Tests only: replaces the writes and fdatasyncs of segment files, to observe or fail them. */
   io?: Partial<AppendLogIo>;
+  /**
+   * "fsync" (default): a flush resolves once its batch is written and fdatasync'ed. "os": once it is
+   * written, into the page cache: a process crash loses nothing, a power loss may lose the last
+   * batches. Even then a segment is fdatasync'ed before the log leaves it (a new segment, a rewrite's
+   * base, close), and a rewrite's snapshot always is, so a power loss can tear only the newest
+   * segment's tail, which recovery cuts (invariant 2).
+   */
+  durability?: "fsync" | "os";
 }
 
 /** What the writer counts, for tests and for the store's metrics. */
@@ -194,6 +203,9 @@ export class AppendLog {
   private readonly dirFd: number;
   private readonly segmentBytesMax: number;
   private readonly io: AppendLogIo;
+  private readonly syncEachBatch: boolean;
+  /** Whether `current` holds batches written but not fdatasync'ed (durability "os"). */
+  private currentUnsynced = false;
   /** Bytes of a torn tail that opening cut from the newest segment: 0 when the log ended whole. */
   readonly truncatedBytes: number;
   /** Releases the directory's LOCK (log-lock.ts); set by open. */
@@ -235,6 +247,7 @@ export class AppendLog {
     this.dirFd = dirFd;
     this.segmentBytesMax = segmentBytesMax;
     this.io = { ...fileIo, ...options.io };
+    this.syncEachBatch = (options.durability ?? "fsync") === "fsync";
     this.segmentBytes = recovered.segmentBytes;
     this.current = recovered.current;
     this.nextSeq = recovered.nextSeq;
@@ -338,6 +351,8 @@ export class AppendLog {
     while (this.driving) await this.driverDone;
     try {
       // Only now, with no write in flight, may the descriptors close (a closed number can be reused).
+      // A log that failed leaves its tail as it is: reopening finds out what it holds.
+      if (this.failure === undefined) await this.leaveCurrent();
       for (const segment of [this.current, this.baseSegment])
         if (segment !== undefined) await closeAsync(segment.fd);
       this.current = undefined;
@@ -417,8 +432,7 @@ export class AppendLog {
       segment.bytes > segmentHeaderBytes &&
       segment.bytes + batch.bytes > this.segmentBytesMax
     ) {
-      this.current = undefined;
-      await closeAsync(segment.fd);
+      await this.leaveCurrent();
       segment = undefined;
     }
     const created = segment === undefined;
@@ -429,8 +443,24 @@ export class AppendLog {
     const buffers = created ? [encodeSegmentHeader(segment), ...batch.buffers] : batch.buffers;
     this.stats.batches += 1;
     await this.writeAt(segment, buffers);
-    await this.syncFile(segment);
+    if (this.syncEachBatch) await this.syncFile(segment);
+    else this.currentUnsynced = true;
     if (created) await this.syncDirectory();
+  }
+
+  /** Closes the segment that flushes write into, fdatasync'ing first what was left unsynced, so that
+   * only the newest segment can end torn (durability "os"). */
+  private async leaveCurrent(): Promise<void> {
+    const segment = this.current;
+    if (segment === undefined) return;
+    const unsynced = this.currentUnsynced;
+    this.current = undefined;
+    this.currentUnsynced = false;
+    try {
+      if (unsynced) await this.syncFile(segment);
+    } finally {
+      await closeAsync(segment.fd);
+    }
   }
 
   /**
@@ -439,9 +469,7 @@ export class AppendLog {
    * before the base's header is on disk (invariant 3). Flushes wait for this, not for the snapshot.
    */
   private async startBaseSegment(): Promise<void> {
-    const previous = this.current;
-    this.current = undefined;
-    if (previous !== undefined) await closeAsync(previous.fd);
+    await this.leaveCurrent();
     const base = await this.createSegment(true);
     this.baseSegment = base;
     await this.writeAt(base, [encodeSegmentHeader(base)]);

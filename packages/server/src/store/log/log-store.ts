@@ -83,6 +83,15 @@ export interface LogStoreOptions {
   recordBytesMax?: number;
 }
 
+/** Where the log store's state lives and how durable a confirm is. */
+export interface LogStoreDiskOptions {
+  dir: string;
+  /** "fsync" (default): an answer leaves once its call's record is fdatasync'ed; "os": once it is
+   * written to the OS (AppendLogOptions.durability). */
+  durability?: "fsync" | "os";
+  io?: AppendLogOptions["io"];
+}
+
 type MoveParams = Parameters<Store["queueMove"]>[0];
 type MoveResult = Awaited<ReturnType<Store["queueMove"]>>;
 type DeadLetterExhaustedParams = Parameters<Store["queueDeadLetterExhausted"]>[0];
@@ -114,9 +123,14 @@ export class LogStore implements Store {
    * to it. What was answered before a crash is there; what was applied but not yet flushed is not,
    * and was never answered.
    */
-  static open(options: LogStoreOptions & { dir: string; io?: AppendLogOptions["io"] }): LogStore {
+  static open(options: LogStoreOptions & LogStoreDiskOptions): LogStore {
     const store = new LogStore(options);
-    const logOptions = { dir: options.dir, segmentBytesMax: limits.logSegmentBytesMax, io: options.io };
+    const logOptions = {
+      dir: options.dir,
+      segmentBytesMax: limits.logSegmentBytesMax,
+      io: options.io,
+      durability: options.durability,
+    };
     store.log = AppendLog.open(logOptions, (record) => store.replay(record));
     store.commits.attach(store.log);
     return store;
