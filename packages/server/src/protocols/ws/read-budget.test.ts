@@ -35,7 +35,11 @@ class StandInSocket extends EventEmitter {
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 
-test("frames past the read budget of a turn stop reading until the next turn", async () => {
+/** A connection on a stand-in socket; its frames need no broker (signal.publish, or refused ones). */
+/** A frame of about 6 KB that the connection answers without a broker. */
+const frame = Buffer.from(JSON.stringify({ op: "signal.publish", channel: "c", data: "x".repeat(6000) }));
+
+function standInConnection(): { socket: StandInSocket; connection: WsConnection } {
   const socket = new StandInSocket();
   const connection = new WsConnection(socket as unknown as WebSocket, {
     broker: {} as QueueBroker,
@@ -43,7 +47,11 @@ test("frames past the read budget of a turn stop reading until the next turn", a
     clock: new FakeClock(),
     log: { warn() {}, error() {} },
   });
-  const frame = Buffer.from(JSON.stringify({ op: "signal.publish", channel: "c", data: "x".repeat(6000) }));
+  return { socket, connection };
+}
+
+test("frames past the read budget of a turn stop reading until the next turn", async () => {
+  const { socket, connection } = standInConnection();
   const framesToBudget = Math.ceil(readBytesPerTurnMax / (frame.length + 2));
   try {
     for (let i = 0; i < framesToBudget - 1; i++) socket.emit("message", frame, false);
@@ -68,14 +76,7 @@ test("frames past the read budget of a turn stop reading until the next turn", a
 });
 
 test("a connection closed in the turn its budget ran out still reads again, so the peer's close frame is read", async () => {
-  const socket = new StandInSocket();
-  const connection = new WsConnection(socket as unknown as WebSocket, {
-    broker: {} as QueueBroker,
-    signals: new SignalHub(),
-    clock: new FakeClock(),
-    log: { warn() {}, error() {} },
-  });
-  const frame = Buffer.from(JSON.stringify({ op: "signal.publish", channel: "c", data: "x".repeat(6000) }));
+  const { socket, connection } = standInConnection();
   for (let read = 0; read < readBytesPerTurnMax; read += frame.length) socket.emit("message", frame, false);
   assert.deepEqual(socket.calls, ["pause"]);
   await connection.close();
@@ -84,13 +85,7 @@ test("a connection closed in the turn its budget ran out still reads again, so t
 });
 
 test("empty frames use up the budget too: one turn of them stops reading", async () => {
-  const socket = new StandInSocket();
-  const connection = new WsConnection(socket as unknown as WebSocket, {
-    broker: {} as QueueBroker,
-    signals: new SignalHub(),
-    clock: new FakeClock(),
-    log: { warn() {}, error() {} },
-  });
+  const { socket, connection } = standInConnection();
   try {
     // Each is answered with an error within microtasks, which run between the groups below without
     // ending the turn, so the bound on frames in flight never stops reading here.

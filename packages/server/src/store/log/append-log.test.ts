@@ -363,15 +363,23 @@ test("with a small segmentBytesMax the log rolls into several segments, fsyncs t
   assert.deepEqual(await reopenRecords({ dir, segmentBytesMax }), records);
 });
 
-test("with durability os a flush fdatasyncs nothing; each segment is fdatasync'ed once, as the log leaves it or closes", async (t) => {
-  const dir = tempDir(t);
+/** The real file operations, recording which segment files get fdatasync'ed, in order. */
+function recordingSyncs(): { io: Partial<AppendLogIo>; synced: string[] } {
   const synced: string[] = [];
-  const io: Partial<AppendLogIo> = {
-    async sync(file) {
-      synced.push(file.fileName);
-      await fileIo.sync(file);
+  return {
+    synced,
+    io: {
+      async sync(file) {
+        synced.push(file.fileName);
+        await fileIo.sync(file);
+      },
     },
   };
+}
+
+test("with durability os a flush fdatasyncs nothing; each segment is fdatasync'ed once, as the log leaves it or closes", async (t) => {
+  const dir = tempDir(t);
+  const { io, synced } = recordingSyncs();
   // A 256-byte segment holds its header and two frames of 100-byte records: six records make three.
   const segmentBytesMax = 256;
   const records = Array.from({ length: 6 }, (_, index) => payload(100, index));
@@ -390,13 +398,7 @@ test("with durability os a flush fdatasyncs nothing; each segment is fdatasync'e
 
 test("with durability os a rewrite fdatasyncs the segment it leaves, and its snapshot", async (t) => {
   const dir = tempDir(t);
-  const synced: string[] = [];
-  const io: Partial<AppendLogIo> = {
-    async sync(file) {
-      synced.push(file.fileName);
-      await fileIo.sync(file);
-    },
-  };
+  const { io, synced } = recordingSyncs();
   const log = AppendLog.open({ dir, io, durability: "os" }, noReplay);
   log.append(payload(100, 1));
   await log.flush();
