@@ -23,7 +23,7 @@ const fanoutRoutingKey = "bench";
 
 export type HopperStoreChoice =
   | { kind: "sqlite"; durability: Durability }
-  | { kind: "log" }
+  | { kind: "log"; durability: Durability }
   | { kind: "postgres"; url: string; nodes: number };
 
 export async function startHopperTarget(params: {
@@ -47,7 +47,7 @@ export async function startHopperTarget(params: {
     label = `Hopper SQLite (${store.durability})`;
   } else if (store.kind === "log") {
     serverStore = store;
-    label = "Hopper log store";
+    label = store.durability === "fsync" ? "Hopper log store" : "Hopper log store (os)";
   } else {
     nodes = store.nodes;
     schema = benchSchemaName("hopper", store.url);
@@ -128,9 +128,11 @@ export async function startHopperTarget(params: {
           ? "confirm = SQLite commit with synchronous=FULL (fsync); ack = the same, answered after its commit"
           : "confirm = SQLite commit without fsync (--durability os); ack = the same"
         : store.kind === "log"
-          ? "confirm = the log's records written and fdatasync'ed; ack = the same, answered after its fdatasync"
+          ? store.durability === "fsync"
+            ? "confirm = the log's records written and fdatasync'ed; ack = the same, answered after its fdatasync"
+            : "confirm = the log's records written to the OS, no fdatasync (--durability os); ack = the same"
           : "confirm = PostgreSQL commit (synchronous_commit on, fsync on); ack = the same",
-    confirmsAfterFsync: store.kind !== "sqlite" || store.durability === "fsync",
+    confirmsAfterFsync: store.kind === "postgres" || store.durability === "fsync",
     brokerPids: servers.map((server) => server.pid),
     postgresAppName: store.kind === "postgres" ? schema : undefined,
     async createQueue(queue) {

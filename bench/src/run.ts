@@ -68,7 +68,7 @@ export async function runOne(
           spec.store === "sqlite"
             ? { kind: "sqlite", durability: options.durability }
             : spec.store === "log"
-              ? { kind: "log" }
+              ? { kind: "log", durability: options.durability }
               : { kind: "postgres", url: options.pgUrl, nodes: spec.nodes },
         profileDir: options.profileDir,
         wireCounter,
@@ -198,7 +198,8 @@ export function describeSpec(spec: RunSpec, options: Pick<BenchOptions, "durabil
   if (spec.target === "bullmq") return "BullMQ";
   const suffix = consumerSuffix(spec, options);
   if (spec.store === "sqlite") return `Hopper SQLite (${options.durability})${suffix}`;
-  if (spec.store === "log") return `Hopper log store${suffix}`;
+  if (spec.store === "log")
+    return `Hopper log store${options.durability === "fsync" ? "" : " (os)"}${suffix}`;
   return `Hopper PostgreSQL, ${spec.nodes} node${spec.nodes === 1 ? "" : "s"}${suffix}`;
 }
 

@@ -25,10 +25,11 @@ export interface BenchServer {
   stop(): Promise<void>;
 }
 
-/** Where the server keeps its state: a fresh SQLite file, or a PostgreSQL schema that nodes share. */
+/** Where the server keeps its state: a fresh SQLite file or log directory, or a PostgreSQL schema that
+ * nodes share. */
 export type ServerStore =
   | { kind: "sqlite"; durability: Durability }
-  | { kind: "log" }
+  | { kind: "log"; durability: Durability }
   | {
       kind: "postgres";
       url: string;
@@ -73,7 +74,7 @@ export async function startBenchServer(options: {
     store.kind === "sqlite"
       ? ["--data", join(dataDir as string, "hopper.db"), "--durability", store.durability]
       : store.kind === "log"
-        ? ["--store", `log:${join(dataDir as string, "log")}`]
+        ? ["--store", `log:${join(dataDir as string, "log")}`, "--durability", store.durability]
         : ["--store", store.url, "--pg-schema", store.schema];
   const args = [...nodeFlags, serverMainPath, "serve", "--port", "0", ...storeFlags];
   const env = withoutHopperSettings();
