@@ -14,8 +14,8 @@ import { registerWebSocketEndpoint } from "./protocols/ws/endpoint.js";
 import { type Random, systemRandom } from "./random.js";
 import { LogStore } from "./store/log/log-store.js";
 import { PostgresStore } from "./store/postgres/postgres-store.js";
-import { type Durability, SqliteStore } from "./store/sqlite/sqlite-store.js";
-import type { Store } from "./store/store.js";
+import { SqliteStore } from "./store/sqlite/sqlite-store.js";
+import type { Durability, Store } from "./store/store.js";
 
 /** How long a shutdown waits for open requests before it closes their connections. */
 const shutdownGraceMs = 2_000;

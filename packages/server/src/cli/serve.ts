@@ -2,7 +2,7 @@
 import { resolve } from "node:path";
 import { startServer } from "../server.js";
 import { LogStore } from "../store/log/log-store.js";
-import type { Durability } from "../store/sqlite/sqlite-store.js";
+import type { Durability } from "../store/store.js";
 
 /** `--store log:<directory>`: the log store (docs/log-store.md). */
 const logScheme = "log:";

@@ -8,6 +8,9 @@ import { createHash } from "node:crypto";
 import type { HopperError } from "../errors.js";
 
 export type QueueKind = "standard" | "fifo";
+/** How durable an embedded store's answer is. "fsync": it survives power loss. "os": it is written to
+ * the OS, which flushes later; a process crash loses nothing, a power loss may lose the last writes. */
+export type Durability = "fsync" | "os";
 
 /** What a send does when the queue would hold more than `maxDepth` messages (docs/queues.md). */
 export type OverflowPolicy = "reject" | "drop-oldest" | "dead-letter-oldest";

@@ -9,6 +9,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { Durability } from "../store/store.js";
 
 /** The compiled CLI, found beside this compiled file (dist/testing → dist/cli), whatever the cwd. */
 const mainPath = fileURLToPath(new URL("../cli/main.js", import.meta.url));
@@ -30,7 +31,7 @@ export interface ServerProcessOptions {
    * names PostgreSQL.
    */
   dataFile?: string;
-  durability?: "fsync" | "os";
+  durability?: Durability;
   apiKeys?: readonly string[];
   /** `--store`: a postgres:// URL (the node keeps its state there, shared with every node on it), or
    * log:<directory> for the log store. */

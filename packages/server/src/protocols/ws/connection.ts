@@ -69,11 +69,13 @@ export class WsConnection {
   private closing = false;
   private nextSub = 1;
   private operationsInFlight = 0;
-  /** Reading stopped because too many frames are being worked on. */
-  private readingPaused = false;
-  /** Bytes of frames read in this turn, and whether reading waits for the next turn. */
+  /** Too many frames are being worked on: reading waits until half of them are answered. */
+  private tooManyInFlight = false;
+  /** Bytes of frames read in this turn, and whether they used up the turn's budget. */
   private bytesThisTurn = 0;
-  private waitingForNextTurn = false;
+  private budgetSpent = false;
+  /** Whether the socket is being read: neither of the two reasons above holds (updateReading). */
+  private reading = true;
   /** Whether writes of this turn are being held for one system call (corkUntilTurnEnds). */
   private corked = false;
   private sendPaused = false;
@@ -122,33 +124,34 @@ export class WsConnection {
   private onFrame(data: RawData, isBinary: boolean): void {
     if (this.closing) return;
     this.operationsInFlight++;
-    if (this.operationsInFlight >= operationsInFlightMax && !this.readingPaused) {
-      this.readingPaused = true;
-      this.socket.pause();
-    }
+    if (this.operationsInFlight >= operationsInFlightMax) this.tooManyInFlight = true;
     if (this.bytesThisTurn === 0) setImmediate(() => this.nextTurn());
     // A frame counts its header too, so that even empty frames use up the budget.
     this.bytesThisTurn += frameHeaderBytesMin + rawLength(data);
-    if (this.bytesThisTurn >= readBytesPerTurnMax && !this.waitingForNextTurn) {
-      this.waitingForNextTurn = true;
-      this.socket.pause();
-    }
+    if (this.bytesThisTurn >= readBytesPerTurnMax) this.budgetSpent = true;
+    this.updateReading();
     void this.answer(data, isBinary).finally(() => {
       this.operationsInFlight--;
-      if (this.readingPaused && this.operationsInFlight < operationsInFlightMax / 2) {
-        this.readingPaused = false;
-        if (!this.waitingForNextTurn) this.socket.resume();
-      }
+      if (this.operationsInFlight < operationsInFlightMax / 2) this.tooManyInFlight = false;
+      this.updateReading();
     });
   }
 
-  /** A new turn: the read budget starts over, and reading goes on if it stopped only for the budget. */
+  /** A new turn: the read budget starts over. */
   private nextTurn(): void {
     this.bytesThisTurn = 0;
-    if (!this.waitingForNextTurn) return;
-    this.waitingForNextTurn = false;
-    // Also when closing: the peer's close frame must still be read.
-    if (!this.readingPaused) this.socket.resume();
+    this.budgetSpent = false;
+    this.updateReading();
+  }
+
+  /** Pauses or resumes the socket as the two reasons to stop reading say. Also while closing: the
+   * peer's close frame must still be read. */
+  private updateReading(): void {
+    const read = !this.tooManyInFlight && !this.budgetSpent;
+    if (read === this.reading) return;
+    this.reading = read;
+    if (read) this.socket.resume();
+    else this.socket.pause();
   }
 
   /** Runs one frame and sends its answer, or an error frame that echoes its ref. */

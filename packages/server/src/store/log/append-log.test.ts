@@ -37,6 +37,11 @@ function payload(size: number, seed: number): Buffer {
   return bytes;
 }
 
+/** `count` records of 100 bytes, payload(100, 0) to payload(100, count - 1). */
+function records100(count: number): Buffer[] {
+  return Array.from({ length: count }, (_, index) => payload(100, index));
+}
+
 /** The frame of `record`, built here from the documented format rather than by the code under test. */
 function frame(record: Buffer): Buffer {
   const length = Buffer.alloc(4);
@@ -210,14 +215,19 @@ for (const [name, tail] of tornTails) {
   });
 }
 
-test("a CRC mismatch in the newest segment's last record truncates the segment before that record", async (t) => {
-  const dir = tempDir(t);
+/** A closed log of four 300-byte records, written in one flush into its first segment. */
+async function oneSegmentOfFour(dir: string): Promise<{ records: Buffer[]; path: string; size: number }> {
   const records = Array.from({ length: 4 }, (_, index) => payload(300, index));
   const log = AppendLog.open({ dir }, noReplay);
   await appendFlushing(log, records, 4);
   await log.close();
   const path = segmentPath(dir, 1);
-  const size = statSync(path).size;
+  return { records, path, size: statSync(path).size };
+}
+
+test("a CRC mismatch in the newest segment's last record truncates the segment before that record", async (t) => {
+  const dir = tempDir(t);
+  const { records, path, size } = await oneSegmentOfFour(dir);
   flipByte(path, size - 1);
 
   const reopened = AppendLog.open({ dir }, () => {});
@@ -229,12 +239,7 @@ test("a CRC mismatch in the newest segment's last record truncates the segment b
 
 test("a CRC mismatch in the newest segment with a whole record after it is corruption: open throws and cuts nothing", async (t) => {
   const dir = tempDir(t);
-  const records = Array.from({ length: 4 }, (_, index) => payload(300, index));
-  const log = AppendLog.open({ dir }, noReplay);
-  await appendFlushing(log, records, 4);
-  await log.close();
-  const path = segmentPath(dir, 1);
-  const size = statSync(path).size;
+  const { records, path, size } = await oneSegmentOfFour(dir);
   // A byte of the first record's payload goes bad; the records after it are whole.
   flipByte(path, segmentHeaderBytes + frameHeaderBytes + 10);
   assert.throws(() => AppendLog.open({ dir }, noReplay), /the record after it is whole/);
@@ -245,11 +250,7 @@ test("a CRC mismatch in an older segment makes open throw, naming the file and o
   const dir = tempDir(t);
   const segmentBytesMax = 256;
   const log = AppendLog.open({ dir, segmentBytesMax }, noReplay);
-  await appendFlushing(
-    log,
-    Array.from({ length: 8 }, (_, index) => payload(100, index)),
-    1,
-  );
+  await appendFlushing(log, records100(8), 1);
   await log.close();
   assert.ok(segmentNames(dir).length >= 3);
   flipByte(segmentPath(dir, 1), segmentHeaderBytes + frameHeaderBytes + 5);
@@ -294,7 +295,7 @@ test("flush() calls made while a flush is in flight share one more write and one
   const dir = tempDir(t);
   const { io, firstSyncStarted, gate } = gatedFirstSync();
   const log = AppendLog.open({ dir, io }, noReplay);
-  const records = Array.from({ length: 21 }, (_, index) => payload(100, index));
+  const records = records100(21);
 
   log.append(records[0] ?? assert.fail());
   const flushes = [log.flush()];
@@ -347,7 +348,7 @@ test("a flush resolves only after its record is written and fdatasync'ed", async
 test("with a small segmentBytesMax the log rolls into several segments, fsyncs the directory for each, and replays them all", async (t) => {
   const dir = tempDir(t);
   const segmentBytesMax = 256;
-  const records = Array.from({ length: 20 }, (_, index) => payload(100, index));
+  const records = records100(20);
   const log = AppendLog.open({ dir, segmentBytesMax }, noReplay);
   await appendFlushing(log, records, 2);
   const names = segmentNames(dir);
@@ -382,7 +383,7 @@ test("with durability os a flush fdatasyncs nothing; each segment is fdatasync'e
   const { io, synced } = recordingSyncs();
   // A 256-byte segment holds its header and two frames of 100-byte records: six records make three.
   const segmentBytesMax = 256;
-  const records = Array.from({ length: 6 }, (_, index) => payload(100, index));
+  const records = records100(6);
   const log = AppendLog.open({ dir, segmentBytesMax, io, durability: "os" }, noReplay);
   log.append(records[0] ?? assert.fail());
   await log.flush();
@@ -417,11 +418,7 @@ test("rewrite leaves the snapshot followed by the records appended after its cal
   const dir = tempDir(t);
   const segmentBytesMax = 256;
   const log = AppendLog.open({ dir, segmentBytesMax }, noReplay);
-  await appendFlushing(
-    log,
-    Array.from({ length: 10 }, (_, index) => payload(100, index)),
-    2,
-  );
+  await appendFlushing(log, records100(10), 2);
   log.append(payload(100, 10)); // Appended before the rewrite and never flushed: the rewrite writes it.
   const namesBefore = segmentNames(dir);
 
@@ -558,11 +555,7 @@ test("a segment missing from the middle of the log makes open throw", async (t) 
   const dir = tempDir(t);
   const segmentBytesMax = 256;
   const log = AppendLog.open({ dir, segmentBytesMax }, noReplay);
-  await appendFlushing(
-    log,
-    Array.from({ length: 6 }, (_, index) => payload(100, index)),
-    2,
-  );
+  await appendFlushing(log, records100(6), 2);
   await log.close();
   unlinkSync(segmentPath(dir, 2));
 

@@ -57,6 +57,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import * as zlib from "node:zlib";
 import { limits } from "../../limits.js";
+import type { Durability } from "../store.js";
 import {
   encodeSegmentHeader,
   FrameEncoder,
@@ -91,7 +92,7 @@ export interface AppendLogOptions {
    * base, close), and a rewrite's snapshot always is, so a power loss can tear only the newest
    * segment's tail, which recovery cuts (invariant 2).
    */
-  durability?: "fsync" | "os";
+  durability?: Durability;
 }
 
 /** What the writer counts, for tests and for the store's metrics. */

@@ -11,7 +11,7 @@ import { noSendPolicy, type Store, sendPolicyOf } from "../store.js";
 import { exerciseStore } from "../store-conformance.js";
 import { fileIo } from "./append-log.js";
 import { LogStore } from "./log-store.js";
-import { dumpStore } from "./store-dump.js";
+import { dumpStore, type StoreDump } from "./store-dump.js";
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -220,17 +220,30 @@ function openFailing(dir: string): { store: LogStore; failWrites: (failing: bool
   };
 }
 
+/**
+ * Closes `store` and opens its directory again: the reopened store holds the same state as of `at`,
+ * and still knows the dedupId "x" the scenario sent first (as `firstX`).
+ */
+async function closeAndReopen(
+  store: LogStore,
+  dir: string,
+  at: number,
+  firstX: string,
+): Promise<{ reopened: LogStore; before: StoreDump }> {
+  const before = await dumpStore(store, at);
+  await store.close();
+  const reopened = LogStore.open({ dir, random: seededRandom(2) });
+  assert.deepEqual(await dumpStore(reopened, at), before);
+  assert.equal(await sendDeduplicated(reopened, "x", at), firstX, "the dedupId is remembered");
+  return { reopened, before };
+}
+
 test("log store: reopening replays the log into the same state, leases and all", async () => {
   const dir = tempDir();
   const store = LogStore.open({ dir, random: seededRandom(1) });
   const { held, firstX } = await scenario(store);
   const at = t0 + 2000;
-  const before = await dumpStore(store, at);
-  await store.close();
-
-  const reopened = LogStore.open({ dir, random: seededRandom(2) });
-  assert.deepEqual(await dumpStore(reopened, at), before);
-  assert.equal(await sendDeduplicated(reopened, "x", at), firstX, "the dedupId is remembered");
+  const { reopened, before } = await closeAndReopen(store, dir, at, firstX);
   // Leases held before the restart are still the latest: their receipts ack.
   const results = await Promise.all(
     held.map((receipt) =>
@@ -252,9 +265,7 @@ test("log store: reopening replays the log into the same state, leases and all",
   const third = LogStore.open({ dir, random: seededRandom(3) });
   assert.deepEqual(
     (await third.queueGet({ name: "std" }))?.counters.acked,
-    ((before as { queues: { queue: { name: string; counters: { acked: number } } }[] }).queues.find(
-      (entry) => entry.queue.name === "std",
-    )?.queue.counters.acked ?? 0) + 4,
+    (before.queues.find((entry) => entry.queue.name === "std")?.queue.counters.acked ?? 0) + 4,
   );
   await third.close();
 });
@@ -273,12 +284,7 @@ test("log store: compaction rewrites the log as the state, and the state survive
   await store.compact();
   assert.equal(store.logStats.compactions, compactions + 1);
   const at = t0 + 2000;
-  const before = await dumpStore(store, at);
-  await store.close();
-
-  const reopened = LogStore.open({ dir, random: seededRandom(2) });
-  assert.deepEqual(await dumpStore(reopened, at), before);
-  assert.equal(await sendDeduplicated(reopened, "x", at), firstX, "the dedupId is remembered");
+  const { reopened, before } = await closeAndReopen(store, dir, at, firstX);
   const [receipt] = held;
   assert.deepEqual(await reopened.queueAck({ queue: "std", receipts: [receipt as string] }), [{ ok: true }]);
   assert.ok((await sendAndLease(reopened, "tmp", at)) > newest, "a seq is never given twice");

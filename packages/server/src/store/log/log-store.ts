@@ -28,6 +28,7 @@ import { byTarget, notHeldBack, planMoves, redriveScanMax } from "../redrive-ord
 import {
   type BindingDestination,
   type DeadLetterRoute,
+  type Durability,
   deadLetterHeaders,
   depthOf,
   type ExchangeRecord,
@@ -88,7 +89,7 @@ export interface LogStoreDiskOptions {
   dir: string;
   /** "fsync" (default): an answer leaves once its call's record is fdatasync'ed; "os": once it is
    * written to the OS (AppendLogOptions.durability). */
-  durability?: "fsync" | "os";
+  durability?: Durability;
   io?: AppendLogOptions["io"];
 }
 

@@ -37,6 +37,7 @@ import {
   type BindingRecord,
   bodyBytes,
   type DeadLetterRoute,
+  type Durability,
   deadLetterHeaders,
   depthOf,
   type ExchangeRecord,
@@ -65,8 +66,6 @@ import { Checkpointer, type CheckpointerStats } from "./checkpointer.js";
 import { GroupCommit } from "./group-commit.js";
 import { migrations } from "./schema.js";
 import * as sql from "./statements.js";
-
-export type Durability = "fsync" | "os";
 
 export interface SqliteStoreOptions {
   /** A file path, or ":memory:" for tests that need no file. */
