@@ -9,7 +9,7 @@ import { HopperError } from "../errors.js";
 import { limits } from "../limits.js";
 import { seededRandom } from "../random.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
-import type { LeasedMessage } from "../store/store.js";
+import type { LeasedMessage, Store } from "../store/store.js";
 import { PushConsumer, type PushConsumerOptions, prefetchMax } from "./push-consumer.js";
 import { QueueBroker } from "./queues.js";
 
@@ -227,6 +227,41 @@ describe("push consumer", () => {
       (await consumer.ack([c])).map((r) => "ok" in r),
       [true],
     );
+  });
+
+  test("an ack or nack gives the credit back once the store has applied it, before its answer", async () => {
+    // Acks and nacks apply at once and answer when let go, as the log store's wait for their fdatasync.
+    let letGo = () => {};
+    const answering = new Promise<void>((resolve) => {
+      letGo = resolve;
+    });
+    const { queueAck, queueNack } = store;
+    store.queueAck = async (params: Parameters<Store["queueAck"]>[0]) => {
+      const results = await queueAck.call(store, params);
+      params.applied?.(results);
+      await answering;
+      return results;
+    };
+    store.queueNack = async (params: Parameters<Store["queueNack"]>[0]) => {
+      const outcome = await queueNack.call(store, params);
+      params.applied?.(outcome.results);
+      await answering;
+      return outcome;
+    };
+    await send(6);
+    const { consumer, delivered } = start(2);
+    await settle();
+    assert.equal(delivered.length, 2);
+    const [a, b] = delivered.map((message) => message.receipt) as [string, string];
+    const acking = consumer.ack([a]);
+    const nacking = consumer.nack([b], 60_000);
+    for (let turn = 0; turn < 10 && delivered.length < 4; turn++) await settle();
+    assert.equal(delivered.length, 4, "two more delivered while the ack and the nack wait for their answers");
+    assert.equal(consumer.unacked, 2);
+    letGo();
+    assert.deepEqual(await acking, [{ ok: true }]);
+    assert.deepEqual(await nacking, [{ ok: true }]);
+    assert.equal(consumer.unacked, 2, "the answers give nothing back twice");
   });
 
   test("a deleted queue ends the consumer, which then holds nothing", async () => {

@@ -146,12 +146,14 @@ export class PushConsumer {
 
   /** Deletes the messages; a receipt this consumer does not hold answers `stale_receipt`. */
   async ack(receipts: string[]): Promise<ItemResult[]> {
-    return this.settle(receipts, (held) => this.options.broker.ack(this.queue, held));
+    return this.settle(receipts, (held, applied) => this.options.broker.ack(this.queue, held, applied));
   }
 
   /** Ends the leases; each message comes back after `delayMs`, or as the queue's retry policy says. */
   async nack(receipts: string[], delayMs?: number): Promise<ItemResult[]> {
-    return this.settle(receipts, (held) => this.options.broker.nack(this.queue, held, delayMs));
+    return this.settle(receipts, (held, applied) =>
+      this.options.broker.nack(this.queue, held, delayMs, applied),
+    );
   }
 
   /** Hands the messages back at once, without counting a nack. */
@@ -196,23 +198,27 @@ export class PushConsumer {
 
   /**
    * Runs one ack, nack or release for the receipts this consumer holds, in the caller's order. A lease
-   * that is settled, or found gone, gives its credit back; one whose call failed stays held.
+   * that is settled, or found gone, gives its credit back as soon as the broker's store holds the
+   * outcome (`applied`; the log store's comes before it is durable) or else with the answer; one whose
+   * call failed stays held.
    */
   private async settle(
     receipts: string[],
-    call: (held: string[]) => Promise<ItemResult[]>,
+    call: (held: string[], applied: (results: ItemResult[]) => void) => Promise<ItemResult[]>,
   ): Promise<ItemResult[]> {
     // Each held lease is settled once, however often the caller named it.
     const heldReceipts = [...new Set(receipts)].filter((receipt) => this.held.has(receipt));
-    const heldResults = heldReceipts.length > 0 ? await call(heldReceipts) : [];
-    invariant(heldResults.length === heldReceipts.length, "one result per receipt");
-    const resultByReceipt = new Map<string, ItemResult>();
-    heldReceipts.forEach((receipt, index) => {
-      const result = heldResults[index] as ItemResult;
-      resultByReceipt.set(receipt, result);
-      if ("ok" in result || result.error.code === "stale_receipt") this.forget(receipt);
-    });
-    this.pump();
+    const giveBack = (results: ItemResult[]) => {
+      invariant(results.length === heldReceipts.length, "one result per receipt");
+      heldReceipts.forEach((receipt, index) => {
+        const result = results[index] as ItemResult;
+        if ("ok" in result || result.error.code === "stale_receipt") this.forget(receipt);
+      });
+      this.pump();
+    };
+    const heldResults = heldReceipts.length > 0 ? await call(heldReceipts, giveBack) : [];
+    giveBack(heldResults);
+    const resultByReceipt = new Map(heldReceipts.map((receipt, index) => [receipt, heldResults[index]]));
     return receipts.map((receipt) => resultByReceipt.get(receipt) ?? notHeldResult());
   }
 

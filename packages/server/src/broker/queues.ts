@@ -673,17 +673,37 @@ export class QueueBroker {
     return messages;
   }
 
-  async ack(name: string, receipts: string[]): Promise<ItemResult[]> {
+  /**
+   * Deletes the messages whose leases the receipts name; answers once that is durable. `applied`, if
+   * given, hears the results as soon as the store holds them, which may be before (store.ts Applied).
+   */
+  async ack(
+    name: string,
+    receipts: string[],
+    applied?: (results: ItemResult[]) => void,
+  ): Promise<ItemResult[]> {
     checkBatchSize(receipts.length);
     const queue = await this.queue(name);
-    const results = await this.store.queueAck({ queue: name, receipts });
+    const results = await this.store.queueAck({
+      queue: name,
+      receipts,
+      applied: applied && ((held) => applied(held.map(toItemResult))),
+    });
     // In a FIFO queue an ack hands the group to its next message, which a long poll may be waiting for.
     if (queue.kind === "fifo" && results.some((result) => "ok" in result)) this.waiters.notify(name);
     return results.map(toItemResult);
   }
 
-  /** Ends leases early; each message is retried after `delayMs`, or after the queue's retry policy. */
-  async nack(name: string, receipts: string[], delayMs?: number): Promise<ItemResult[]> {
+  /**
+   * Ends leases early; each message is retried after `delayMs`, or after the queue's retry policy.
+   * `applied` as in ack.
+   */
+  async nack(
+    name: string,
+    receipts: string[],
+    delayMs?: number,
+    applied?: (results: ItemResult[]) => void,
+  ): Promise<ItemResult[]> {
     checkBatchSize(receipts.length);
     if (delayMs !== undefined) checkDelay(delayMs);
     const queue = await this.queue(name);
@@ -700,6 +720,7 @@ export class QueueBroker {
         return ms;
       },
       deadLetter,
+      applied: applied && ((held) => applied(held.map(toItemResult))),
     });
     this.deadLettered(deadLetter, deadLettered);
     const groupMovedOn = queue.kind === "fifo" && deadLettered > 0;

@@ -249,6 +249,14 @@ export type MessageState = "available" | "delayed" | "in-flight";
 export type ReceiptResult = { ok: true } | { error: "stale_receipt" | "invalid_receipt" };
 
 /**
+ * Called with an ack's or nack's results once the store's state holds them, which for the log store is
+ * before they are durable (its answer still waits): a push consumer gives the credit back then, as
+ * the leases no longer count against what it may hold. A store that applies and makes durable in one
+ * step (SQLite, PostgreSQL) need not call it; the answer does the same.
+ */
+export type Applied = (results: ReceiptResult[]) => void;
+
+/**
  * What another broker node sharing the store changed: messages of a queue may have become available
  * (a send, a nack, a hand-back), a queue was created, updated or deleted, or an exchange or its
  * bindings changed, or a signal was published through another node. `resync` says changes may
@@ -358,6 +366,10 @@ export interface Store {
    * at or before `expiredBefore` are past retention and are neither leased nor counted here. With
    * `autoAck` the leased messages are deleted in the same transaction and counted as acked: the
    * caller gets them once, at most.
+   *
+   * The answer may come before the lease itself is durable, once the messages it hands out are (the log
+   * store; docs/log-store.md): a crash then takes the lease back, the message is available again with
+   * its delivery count as before, and the receipt is stale. With `autoAck` the deletes are durable first.
    */
   queueLease(params: {
     queue: string;
@@ -370,13 +382,17 @@ export interface Store {
     autoAck?: boolean;
   }): Promise<{ messages: LeasedMessage[]; deadLettered: number }>;
 
-  /** Deletes each message whose latest lease the receipt names. (Whenever a FIFO group's head leaves
-   * the queue, by any path, the next message of the group becomes its head in the same transaction.) */
-  queueAck(params: { queue: string; receipts: string[] }): Promise<ReceiptResult[]>;
+  /**
+   * Deletes each message whose latest lease the receipt names. (Whenever a FIFO group's head leaves
+   * the queue, by any path, the next message of the group becomes its head in the same transaction.)
+   * The answer means durable; see `Applied` for the moment before.
+   */
+  queueAck(params: { queue: string; receipts: string[]; applied?: Applied }): Promise<ReceiptResult[]>;
 
   /**
    * Ends each named lease: the message becomes visible after `retryDelayMs(deliveryCount)`, or goes to
-   * the dead-letter queue when it has been delivered `deadLetter.maxDeliveries` times.
+   * the dead-letter queue when it has been delivered `deadLetter.maxDeliveries` times. `applied` as in
+   * queueAck.
    */
   queueNack(params: {
     queue: string;
@@ -384,6 +400,7 @@ export interface Store {
     now: number;
     retryDelayMs: (deliveryCount: number) => number;
     deadLetter: DeadLetterRoute | null;
+    applied?: Applied;
   }): Promise<{ results: ReceiptResult[]; deadLettered: number }>;
 
   /** Moves each named lease's expiry to `leaseExpiresAt` (a heartbeat). */

@@ -8,6 +8,11 @@
  * confirm means the message is on disk, and calls share an fsync, as the SQLite store's group commit
  * does.
  *
+ * A call whose answer shows only what is already durable need not wait for its own record: `runShowing`
+ * answers once the records it shows are durable (by the store's mark, see there), which is at once
+ * when they were made durable by an earlier flush. Its own record still goes into the next batch, so a
+ * crash may take back its change but never what it showed.
+ *
  * A flush that fails leaves memory ahead of the disk: the store stops (every later call rejects with
  * the failure) and a restart recovers what the log holds.
  */
@@ -35,6 +40,10 @@ export class Commits {
   private failure: unknown;
   /** The last flush's settling, for close. */
   private flushing: Promise<void> = Promise.resolve();
+  /** The store's mark as of the last flush that made its records durable. */
+  private durableMark = 0;
+  /** The last flush begun: the mark it makes durable, and its settling (rejected if it fails). */
+  private lastFlush: { mark: number; done: Promise<void> } | undefined;
   /** Counts flushes and calls, for the benchmark's "calls per commit" figure. */
   readonly stats = { commits: 0, jobs: 0 };
 
@@ -46,15 +55,55 @@ export class Commits {
     private readonly afterFlush: () => void = () => {},
     /** The largest record a call may write: the log's frame limit, lower in tests. */
     private readonly recordBytesMax = recordBytesMaxOfLog,
+    /**
+     * The store's mark: a number that grows with what the records appended so far hold, such that
+     * whatever a call shows was made when the mark was at most a number the call can name (LogStore:
+     * the last message seq given). Read between calls, as each flush begins.
+     */
+    private readonly mark: () => number = () => 0,
   ) {}
 
   /** From now on, records go to `log` and answers wait for its flush (after the log's replay). */
   attach(log: AppendLog): void {
     invariant(this.answers.length === 0 && !this.scheduled, "a log attached after calls began");
     this.log = log;
+    // What the replay made is on disk already.
+    this.durableMark = this.mark();
   }
 
-  run<T>(job: () => T): Promise<T> {
+  /**
+   * Applies the job and answers once its record is durable. `applied`, if given, is called with the
+   * job's value as soon as it holds in memory (the answer still waits).
+   */
+  run<T>(job: () => T, applied?: (value: T) => void): Promise<T> {
+    const outcome = this.apply(job);
+    if (outcome instanceof Promise) return outcome;
+    if (applied && "value" in outcome) applied(outcome.value);
+    return this.answerAfterFlush(outcome);
+  }
+
+  /**
+   * A call whose answer shows only what was made at or below the mark `shows(value)` answers once that
+   * is durable, not waiting for its own record (a lease: the messages it hands out must be on disk,
+   * the lease itself need not be, see docs/log-store.md). A refusal waits as in `run`.
+   */
+  runShowing<T>(job: () => T, shows: (value: T) => number): Promise<T> {
+    const outcome = this.apply(job);
+    if (outcome instanceof Promise) return outcome;
+    if (!this.log || !("value" in outcome)) return this.answerAfterFlush(outcome);
+    const { value } = outcome;
+    const needed = shows(value);
+    if (needed <= this.durableMark) return Promise.resolve(value);
+    const flush = this.lastFlush;
+    if (flush && needed <= flush.mark) return flush.done.then(() => value);
+    return this.answerAfterFlush(outcome);
+  }
+
+  /**
+   * Runs the job against the state, all of it or none, and appends its record: answers its outcome,
+   * or a rejected promise when the store has stopped.
+   */
+  private apply<T>(job: () => T): { value: T } | { error: unknown } | Promise<never> {
     const refusal = this.refusal();
     if (refusal) return Promise.reject(refusal);
     invariant(this.undo === undefined, "a store call ran inside another");
@@ -78,19 +127,28 @@ export class Commits {
         // The log refuses appends once a write failed (a read's flush may have found it first).
         return Promise.reject(this.fail(error));
       }
+      this.scheduleFlush();
     }
     this.stats.jobs++;
-    // A refusal waits for the flush too: it may rest on a change of this turn not yet durable.
+    return outcome;
+  }
+
+  /** Answers once everything appended so far is durable; a refusal waits too, as it may rest on it. */
+  private answerAfterFlush<T>(outcome: { value: T } | { error: unknown }): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.answers.push({
         resolve: () => ("value" in outcome ? resolve(outcome.value) : reject(outcome.error)),
         reject,
       });
-      if (!this.scheduled) {
-        this.scheduled = true;
-        setImmediate(() => this.flush());
-      }
+      this.scheduleFlush();
     });
+  }
+
+  /** The turn's flush, once per turn: it makes what the turn appended durable, then answers. */
+  private scheduleFlush(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => this.flush());
   }
 
   /** Takes back every change of the running call, newest first, and forgets its record. */
@@ -157,13 +215,20 @@ export class Commits {
       for (const answer of answers) answer.resolve();
       return;
     }
-    this.flushing = this.log.flush().then(
+    const mark = this.mark();
+    const done = this.log.flush().then(
+      () => {
+        this.durableMark = Math.max(this.durableMark, mark);
+      },
+      (error: unknown) => Promise.reject(this.fail(error)),
+    );
+    this.lastFlush = { mark, done };
+    this.flushing = done.then(
       () => {
         for (const answer of answers) answer.resolve();
         this.afterFlush();
       },
-      (error: unknown) => {
-        const failure = this.fail(error);
+      (failure: unknown) => {
         for (const answer of answers) answer.reject(failure);
       },
     );

@@ -26,6 +26,7 @@ import type { Random } from "../../random.js";
 import { decodeReceipt, encodeReceipt } from "../receipts.js";
 import { byTarget, notHeldBack, planMoves, redriveScanMax } from "../redrive-order.js";
 import {
+  type Applied,
   type BindingDestination,
   type DeadLetterRoute,
   type Durability,
@@ -115,7 +116,13 @@ export class LogStore implements Store {
     this.random = options.random;
     this.compactBytesMin = options.compactBytesMin ?? limits.logCompactBytesMin;
     this.bytesMax = options.bytesMax ?? limits.logStoreBytesMax;
-    this.commits = new Commits(() => this.compactIfDue(), options.recordBytesMax);
+    // The mark of what the log holds (Commits.runShowing): a message shown by a lease was inserted
+    // at its seq, and seqs grow in the order records are appended.
+    this.commits = new Commits(
+      () => this.compactIfDue(),
+      options.recordBytesMax,
+      () => this.state.lastSeq,
+    );
     this.state = new LogState(this.commits);
   }
 
@@ -500,7 +507,9 @@ export class LogStore implements Store {
     deadLetter: DeadLetterRoute | null;
     autoAck?: boolean;
   }): Promise<{ messages: LeasedMessage[]; deadLettered: number }> {
-    return this.commits.run(() => {
+    /** The newest message the lease hands out, by seq: what its answer shows. */
+    let newestSeq = 0;
+    const lease = () => {
       const queue = this.requireQueue(params.queue);
       const inFlight = inFlightAtMost(queue, params.now, params.max, params.inFlightMax);
       const wanted = Math.min(params.max, params.inFlightMax - inFlight);
@@ -534,6 +543,7 @@ export class LogStore implements Store {
           if (message.deliveryCount > 1) redelivered++;
           messages.push(toLeased(message, encodeReceipt(message.seq, token)));
           taken.push(message);
+          newestSeq = Math.max(newestSeq, message.seq);
         }
       }
       if (messages.length > 0) this.state.addCounters(queue, { delivered: messages.length, redelivered });
@@ -543,7 +553,13 @@ export class LogStore implements Store {
         this.state.addCounters(queue, { acked: taken.length });
       }
       return { messages, deadLettered };
-    });
+    };
+    // A lease answers once the messages it hands out are durable, not waiting for its own record: a
+    // crash before that record is durable takes the lease back, and the message is available again
+    // (docs/log-store.md "When a call is answered"). Taking a message at most once (autoAck) deletes
+    // it, which must be durable before it is handed out.
+    if (params.autoAck) return this.commits.run(lease);
+    return this.commits.runShowing(lease, () => newestSeq);
   }
 
   /** The message whose latest lease the receipt names, in this queue. */
@@ -574,7 +590,7 @@ export class LogStore implements Store {
     });
   }
 
-  queueAck(params: { queue: string; receipts: string[] }): Promise<ReceiptResult[]> {
+  queueAck(params: { queue: string; receipts: string[]; applied?: Applied }): Promise<ReceiptResult[]> {
     return this.commits.run(() => {
       const queue = this.requireQueue(params.queue);
       let acked = 0;
@@ -584,7 +600,7 @@ export class LogStore implements Store {
       });
       if (acked > 0) this.state.addCounters(queue, { acked });
       return results;
-    });
+    }, params.applied);
   }
 
   queueNack(params: {
@@ -593,28 +609,33 @@ export class LogStore implements Store {
     now: number;
     retryDelayMs: (deliveryCount: number) => number;
     deadLetter: DeadLetterRoute | null;
+    applied?: Applied;
   }): Promise<{ results: ReceiptResult[]; deadLettered: number }> {
-    return this.commits.run(() => {
-      const queue = this.requireQueue(params.queue);
-      let nacked = 0;
-      let deadLettered = 0;
-      const results = this.forEachReceipt(queue, params.receipts, (message) => {
-        nacked++;
-        if (params.deadLetter && message.deliveryCount >= params.deadLetter.maxDeliveries) {
-          this.deadLetter(message, params.deadLetter, params.now);
-          deadLettered++;
-          return;
-        }
-        this.state.setLease(message, {
-          visibleAt: params.now + params.retryDelayMs(message.deliveryCount),
-          leaseToken: null,
-          deliveryCount: message.deliveryCount,
-          firstDeliveredAt: message.firstDeliveredAt,
+    const { applied } = params;
+    return this.commits.run(
+      () => {
+        const queue = this.requireQueue(params.queue);
+        let nacked = 0;
+        let deadLettered = 0;
+        const results = this.forEachReceipt(queue, params.receipts, (message) => {
+          nacked++;
+          if (params.deadLetter && message.deliveryCount >= params.deadLetter.maxDeliveries) {
+            this.deadLetter(message, params.deadLetter, params.now);
+            deadLettered++;
+            return;
+          }
+          this.state.setLease(message, {
+            visibleAt: params.now + params.retryDelayMs(message.deliveryCount),
+            leaseToken: null,
+            deliveryCount: message.deliveryCount,
+            firstDeliveredAt: message.firstDeliveredAt,
+          });
         });
-      });
-      if (nacked > 0) this.state.addCounters(queue, { nacked });
-      return { results, deadLettered };
-    });
+        if (nacked > 0) this.state.addCounters(queue, { nacked });
+        return { results, deadLettered };
+      },
+      applied && ((outcome) => applied(outcome.results)),
+    );
   }
 
   queueExtend(params: {
