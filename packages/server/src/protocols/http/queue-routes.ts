@@ -5,7 +5,7 @@
 import type { FastifyInstance } from "fastify";
 import type { QueueBroker } from "../../broker/queues.js";
 import { toOutgoing } from "./messages.js";
-import { leasedJson, renderItemResult, renderStored, renderTask } from "./render.js";
+import { leasedListJson, renderItemResult, renderStored, renderTask } from "./render.js";
 import {
   AckBody,
   ExtendBody,
@@ -78,7 +78,7 @@ export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker): 
         ...body,
         signal: abortOnClose(reply.raw),
       });
-      return reply.type("application/json").send(`{"messages":[${messages.map(leasedJson).join(",")}]}`);
+      return reply.type("application/json").send(leasedListJson(`{"messages":[`, messages, "]}"));
     },
   );
 

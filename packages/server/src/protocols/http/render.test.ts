@@ -1,7 +1,12 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { LeasedMessage } from "../../store/store.js";
-import { leasedJson, renderLeased } from "./render.js";
+import { leasedListJson, renderLeased } from "./render.js";
+
+/** One leased message as leasedListJson writes it, read back. */
+function leasedJson(message: LeasedMessage): string {
+  return leasedListJson("", [message], "").toString("utf8");
+}
 
 function leased(overrides: Partial<LeasedMessage>): LeasedMessage {
   return {
@@ -21,7 +26,7 @@ function leased(overrides: Partial<LeasedMessage>): LeasedMessage {
   };
 }
 
-test("leasedJson writes exactly what renderLeased serializes, for JSON and binary bodies", () => {
+test("leasedListJson writes exactly what renderLeased serializes, for JSON and binary bodies", () => {
   for (const message of [
     leased({}),
     leased({ body: Buffer.from([0, 255, 10, 13]), contentType: "application/octet-stream", key: "group-1" }),
@@ -31,7 +36,7 @@ test("leasedJson writes exactly what renderLeased serializes, for JSON and binar
   }
 });
 
-test("leasedJson writes each message's own times when they change from one message to the next", () => {
+test("leasedListJson writes each message's own times when they change from one message to the next", () => {
   const times = [
     Date.UTC(2026, 10, 29),
     Date.UTC(2026, 10, 29),
@@ -56,4 +61,21 @@ test("a JSON body handed over as text renders as the same body as its bytes, in 
   assert.equal(leasedJson(asText), leasedJson(asBytes));
   assert.deepEqual(renderLeased(asText), renderLeased(asBytes));
   assert.deepEqual(JSON.parse(leasedJson(asText)).body, JSON.parse(asText.body as string));
+});
+
+test("leasedListJson writes a list between its ends, sized in bytes for bodies beyond ASCII", () => {
+  const messages = [
+    leased({}),
+    leased({ body: JSON.stringify({ text: "é ✓ 𝄞" }), key: "k" }),
+    leased({ body: Buffer.from("bytes \u00ff"), contentType: "application/octet-stream" }),
+  ];
+  const written = leasedListJson('{"op":"deliver","sub":"7","messages":[', messages, "]}");
+  const frame = JSON.parse(written.toString("utf8"));
+  assert.equal(frame.sub, "7");
+  assert.deepEqual(
+    frame.messages,
+    messages.map((message) => JSON.parse(JSON.stringify(renderLeased(message)))),
+  );
+  assert.equal(written.length, Buffer.byteLength(written.toString("utf8")), "no byte left unwritten");
+  assert.equal(leasedListJson("[", [], "]").toString("utf8"), "[]");
 });

@@ -43,7 +43,7 @@ export function renderStored(message: StoredMessage): Record<string, unknown> {
 }
 
 /**
- * A time as JSON, the way leasedJson writes it: its ISO-8601 string in quotes, or null. The messages of
+ * A time as JSON, the way leasedListJson writes it: its ISO-8601 string in quotes, or null. The messages of
  * one lease mostly share their publish time (they came in one send) and their first delivery (this
  * lease), so each field remembers its last time and the text made for it.
  */
@@ -63,22 +63,38 @@ const publishedAtJson = isoJsonOfLastTime();
 const firstDeliveredAtJson = isoJsonOfLastTime();
 
 /**
- * A leased message as JSON text, the same fields as renderLeased, written directly: a JSON body is
- * spliced in as the text it was stored as (it was checked to be JSON on the way in), so the hot path
- * of receive and push never parses a body only to serialize it again.
+ * `before`, then the leased messages as JSON separated by commas, then `after`, written straight into one
+ * buffer: the same fields as renderLeased. A JSON body goes in as the text or bytes it was stored as
+ * (it was checked to be JSON on the way in), so the hot path of receive and push never parses a body
+ * only to serialize it again, and each body is copied once, into its place: joined as strings first,
+ * a 1 KiB body was copied three more times on the JS heap (the message's text, the joined list, the
+ * frame flattened for its byte length), 3.6 KB of garbage a message in W1.
  */
-export function leasedJson(message: LeasedMessage): string {
-  const body =
-    message.contentType === jsonContentType
-      ? `"body":${jsonText(message.body)}`
-      : `"bodyBase64":"${base64Text(message.body)}"`;
-  return (
-    `{"id":"${message.id}","receipt":"${message.receipt}",${body},` +
-    `"contentType":${JSON.stringify(message.contentType)},"headers":${JSON.stringify(message.headers)},` +
-    `"key":${JSON.stringify(message.key)},"deliveryCount":${message.deliveryCount},` +
-    `"publishedAt":${publishedAtJson(message.publishedAt)},` +
-    `"firstDeliveredAt":${firstDeliveredAtJson(message.firstDeliveredAt)}}`
-  );
+export function leasedListJson(before: string, messages: readonly LeasedMessage[], after: string): Buffer {
+  const parts: (string | Buffer)[] = [before];
+  messages.forEach((message, index) => {
+    const json = message.contentType === jsonContentType;
+    parts.push(
+      `${index === 0 ? "" : ","}{"id":"${message.id}","receipt":"${message.receipt}",` +
+        (json ? `"body":` : `"bodyBase64":"${base64Text(message.body)}"`),
+    );
+    if (json) parts.push(message.body);
+    parts.push(
+      `,"contentType":${JSON.stringify(message.contentType)},"headers":${JSON.stringify(message.headers)},` +
+        `"key":${JSON.stringify(message.key)},"deliveryCount":${message.deliveryCount},` +
+        `"publishedAt":${publishedAtJson(message.publishedAt)},` +
+        `"firstDeliveredAt":${firstDeliveredAtJson(message.firstDeliveredAt)}}`,
+    );
+  });
+  parts.push(after);
+  let bytes = 0;
+  for (const part of parts) bytes += typeof part === "string" ? Buffer.byteLength(part) : part.length;
+  const written = Buffer.allocUnsafe(bytes);
+  let offset = 0;
+  for (const part of parts) {
+    offset += typeof part === "string" ? written.write(part, offset) : part.copy(written, offset);
+  }
+  return written;
 }
 
 export function renderLeased(message: LeasedMessage): Record<string, unknown> {

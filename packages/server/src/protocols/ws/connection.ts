@@ -10,7 +10,7 @@ import { type Signal, type SignalHub, signalSubscriptionsPerConnectionMax } from
 import type { Clock } from "../../clock.js";
 import { HopperError } from "../../errors.js";
 import { toOutgoing } from "../http/messages.js";
-import { leasedJson, renderItemResult } from "../http/render.js";
+import { leasedListJson, renderItemResult } from "../http/render.js";
 import {
   type AckFrame,
   type CancelFrame,
@@ -225,13 +225,13 @@ export class WsConnection {
       queue: frame.queue,
       prefetch: frame.prefetch,
       // A consumer that asked for batches gets each lease's messages in one frame; otherwise one frame per
-      // message, as API.md has it. Either way the message text is written directly (leasedJson).
+      // message, as API.md has it. Either way the frame is written directly (leasedListJson).
       deliver: (messages) => {
         if (frame.batch) {
-          this.sendText(`{"op":"deliver","sub":"${sub}","messages":[${messages.map(leasedJson).join(",")}]}`);
+          this.sendText(leasedListJson(`{"op":"deliver","sub":"${sub}","messages":[`, messages, "]}"));
         } else {
           for (const message of messages)
-            this.sendText(`{"op":"deliver","sub":"${sub}","message":${leasedJson(message)}}`);
+            this.sendText(leasedListJson(`{"op":"deliver","sub":"${sub}","message":`, [message], "}"));
         }
       },
       onEnd: (error) => {
@@ -331,10 +331,11 @@ export class WsConnection {
    * Writes a frame, and pauses every consumer once the send buffer passes the high mark. Each write's
    * callback looks at the buffer again, so the last one to flush resumes them.
    */
-  private sendText(text: string): void {
+  private sendText(text: string | Buffer): void {
     if (this.socket.readyState !== this.socket.OPEN) return;
     this.corkUntilTurnEnds();
-    this.socket.send(text, () => this.afterWrite());
+    // A Buffer is a text frame's UTF-8 (leasedListJson), sent as it is.
+    this.socket.send(text, { binary: false }, () => this.afterWrite());
     if (!this.sendPaused && this.socket.bufferedAmount > sendBufferBytesHigh) {
       this.sendPaused = true;
       for (const consumer of this.consumers.values()) consumer.pause();

@@ -25,7 +25,7 @@ class StandInSocket extends EventEmitter {
   resume(): void {
     this.calls.push("resume");
   }
-  send(_text: string, callback?: () => void): void {
+  send(_data: string | Buffer, _options: { binary: boolean }, callback?: () => void): void {
     this.sent++;
     callback?.();
   }
