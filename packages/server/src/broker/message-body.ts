@@ -34,10 +34,15 @@ export function decodedWhole(text: string, decoded: Buffer): boolean {
   return decoded.length === Math.floor((symbols * 3) / 4);
 }
 
-/** Decodes one message's body; `where` names the item in the error ("messages[3]"). */
+/**
+ * Decodes one message's body; `where` names the item in the error ("messages[3]"). `sentAs`, when
+ * given, is the JSON body's text as its producer sent it (body-spans.ts), which is stored as it is
+ * rather than serialized again from the parsed value: the same JSON value, in the producer's bytes.
+ */
 export function decodeMessageBody(
   message: MessageBodyInput,
   where: string,
+  sentAs?: Buffer,
 ): { body: Buffer | string; contentType: string } {
   const fail = (text: string) => new HopperError("invalid_request", `${where}: ${text}`, { where });
   const hasBody = message.body !== undefined;
@@ -46,8 +51,8 @@ export function decodeMessageBody(
     if (message.contentType !== undefined && message.contentType !== jsonContentType) {
       throw fail(`a JSON body has contentType ${jsonContentType}; send other types as bodyBase64.`);
     }
-    // As text (NewMessage.body): what the stores keep or bind, and what a delivery writes.
-    return { body: JSON.stringify(message.body), contentType: jsonContentType };
+    // As text or bytes (NewMessage.body): what the stores keep or bind, and what a delivery writes.
+    return { body: sentAs ?? JSON.stringify(message.body), contentType: jsonContentType };
   }
   const text = message.bodyBase64 as string;
   const body = Buffer.from(text, "base64");

@@ -185,6 +185,31 @@ describe("push over WebSocket, end to end", () => {
     );
   });
 
+  test("a JSON body is stored as its producer sent it, over HTTP and over a WebSocket", async () => {
+    await client.putQueue("as-sent", {});
+    // Spaced out, an integer past 2^53, an escape: parsed and written again, each would change.
+    const sentOverHttp = '{ "big": 12345678901234567890,  "s": "\\u00e9 \\"" }';
+    const sentOverWs = '[1.50, {"big":-98765432109876543210}]';
+    const response = await fetch(`${server.url}/v1/queues/as-sent/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: `{"messages": [ {"key": "k", "body": ${sentOverHttp}} ]}`,
+    });
+    assert.equal(response.status, 200);
+    const socket = await open();
+    socket.socket.send(`{"op":"send","queue":"as-sent","ref":"raw","messages":[{"body":${sentOverWs}}]}`);
+    const sent = await socket.waitFor((frame) => frame.ref === "raw");
+    assert.equal(sent.op, "sent", JSON.stringify(sent));
+    const received = await fetch(`${server.url}/v1/queues/as-sent/receive`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ max: 10 }),
+    });
+    const text = await received.text();
+    assert.ok(text.includes(`"body":${sentOverHttp},`), text);
+    assert.ok(text.includes(`"body":${sentOverWs},`), text);
+  });
+
   test("bad frames get an error with the catalog's code and change nothing", async () => {
     await client.putQueue("guarded", {});
     await sendNumbers("guarded", 2);

@@ -27,6 +27,13 @@ export interface HttpAppOptions {
   logger: boolean | object;
 }
 
+declare module "fastify" {
+  interface FastifyRequest {
+    /** A JSON request's body as it came, before parsing. */
+    bodyBytes: Buffer | undefined;
+  }
+}
+
 /** Fastify's own errors that clients cause, mapped to catalog codes. */
 const fastifyErrorCodes: Record<string, HopperError["code"]> = {
   FST_ERR_CTP_BODY_TOO_LARGE: "request_too_large",
@@ -60,12 +67,16 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
   });
 
   // JSON is the only body the API takes (so text/plain gets 415). An empty body is allowed for calls
-  // that take none (purge); anything else must be valid JSON.
+  // that take none (purge); anything else must be valid JSON. Its bytes stay on the request, so that a
+  // send stores each JSON body as it was sent (bodiesAsSent).
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
-    if (body === "") return done(null, undefined);
-    parseJson(request, body as string, done);
+  app.decorateRequest("bodyBytes", undefined);
+  app.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
+    const bytes = body as Buffer;
+    if (bytes.length === 0) return done(null, undefined);
+    request.bodyBytes = bytes;
+    parseJson(request, bytes.toString("utf8"), done);
   });
 
   app.setValidatorCompiler(({ schema, httpPart }) => {

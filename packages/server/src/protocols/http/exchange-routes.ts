@@ -6,7 +6,7 @@ import type { FastifyInstance } from "fastify";
 import type { ExchangeBroker } from "../../broker/exchanges.js";
 import { HopperError } from "../../errors.js";
 import type { BindingDestination } from "../../store/store.js";
-import { toOutgoing } from "./messages.js";
+import { bodiesAsSent, toOutgoing } from "./messages.js";
 import { renderExchange, renderItemResult } from "./render.js";
 import { BindingBody, ExchangeParams, PublishBody, PutExchangeBody } from "./schemas.js";
 
@@ -86,9 +86,10 @@ export function registerExchangeRoutes(app: FastifyInstance, exchanges: Exchange
     "/v1/exchanges/:exchange/publish",
     { schema: { tags, params: ExchangeParams, body: PublishBody } },
     async (request) => {
+      const sentAs = bodiesAsSent(request.bodyBytes, request.body.messages.length);
       const items = request.body.messages.map((message, index) => {
         const { routingKey, ...rest } = message;
-        return { routingKey, message: toOutgoing(rest, index) };
+        return { routingKey, message: toOutgoing(rest, index, sentAs[index]) };
       });
       const results = await exchanges.publish(
         request.params.exchange,

@@ -4,7 +4,7 @@
  */
 import type { FastifyInstance } from "fastify";
 import type { QueueBroker } from "../../broker/queues.js";
-import { toOutgoing } from "./messages.js";
+import { bodiesAsSent, toOutgoing } from "./messages.js";
 import { leasedListJson, renderItemResult, renderStored, renderTask } from "./render.js";
 import {
   AckBody,
@@ -64,7 +64,12 @@ export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker): 
     "/v1/queues/:queue/messages",
     { schema: { tags, params: QueueParams, body: SendBody } },
     async (request) => {
-      const results = await broker.send(request.params.queue, request.body.messages.map(toOutgoing));
+      const { messages } = request.body;
+      const sentAs = bodiesAsSent(request.bodyBytes, messages.length);
+      const results = await broker.send(
+        request.params.queue,
+        messages.map((message, index) => toOutgoing(message, index, sentAs[index])),
+      );
       return { results: results.map(renderItemResult) };
     },
   );

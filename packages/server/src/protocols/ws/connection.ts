@@ -9,7 +9,7 @@ import type { ItemResult, QueueBroker } from "../../broker/queues.js";
 import { type Signal, type SignalHub, signalSubscriptionsPerConnectionMax } from "../../broker/signals.js";
 import type { Clock } from "../../clock.js";
 import { HopperError } from "../../errors.js";
-import { toOutgoing } from "../http/messages.js";
+import { bodiesAsSent, toOutgoing } from "../http/messages.js";
 import { leasedListJson, renderItemResult } from "../http/render.js";
 import {
   type AckFrame,
@@ -159,7 +159,8 @@ export class WsConnection {
     let ref: Ref | undefined;
     try {
       if (isBinary) throw new HopperError("invalid_request", "Frames are JSON text, not binary.");
-      const parsed = parseFrame(rawText(data));
+      const bytes = rawBytes(data);
+      const parsed = parseFrame(bytes.toString("utf8"));
       if ("error" in parsed) {
         ref = parsed.ref;
         throw parsed.error;
@@ -167,7 +168,7 @@ export class WsConnection {
       ref = parsed.frame.ref;
       // A frame answered without waiting is answered before the next frame runs, so answers to such
       // frames (subscribe, then publish) come in the order the frames came.
-      const running = this.run(parsed.frame);
+      const running = this.run(parsed.frame, bytes);
       const answer = running instanceof Promise ? await running : running;
       if (answer) this.send(ref === undefined ? answer : { ...answer, ref });
     } catch (error) {
@@ -181,8 +182,8 @@ export class WsConnection {
     }
   }
 
-  /** Runs a checked frame; answers undefined when the frame's answer is already sent. */
-  private run(frame: ClientFrame): Promise<Answer | undefined> | Answer {
+  /** Runs a checked frame (`bytes`, as it came); answers undefined when its answer is already sent. */
+  private run(frame: ClientFrame, bytes: Buffer): Promise<Answer | undefined> | Answer {
     switch (frame.op) {
       case "consume":
         return this.consume(frame);
@@ -193,7 +194,7 @@ export class WsConnection {
       case "cancel":
         return this.cancel(frame);
       case "send":
-        return this.sendMessages(frame);
+        return this.sendMessages(frame, bytes);
       case "signal.subscribe":
         return this.subscribe(frame.channel);
       case "signal.unsubscribe":
@@ -205,9 +206,14 @@ export class WsConnection {
     }
   }
 
-  /** A send over the socket: the same broker call, refusals and per-item results as the HTTP send. */
-  private async sendMessages(frame: SendFrame): Promise<Answer> {
-    const results = await this.context.broker.send(frame.queue, frame.messages.map(toOutgoing));
+  /**
+   * A send over the socket: the same broker call, refusals and per-item results as the HTTP send. JSON
+   * bodies are stored as the bytes the frame carried them in.
+   */
+  private async sendMessages(frame: SendFrame, bytes: Buffer): Promise<Answer> {
+    const sentAs = bodiesAsSent(bytes, frame.messages.length);
+    const messages = frame.messages.map((message, index) => toOutgoing(message, index, sentAs[index]));
+    const results = await this.context.broker.send(frame.queue, messages);
     return { op: "sent", results: results.map(renderItemResult) };
   }
 
@@ -390,10 +396,10 @@ function rawLength(data: RawData): number {
   return data.byteLength;
 }
 
-function rawText(data: RawData): string {
-  if (Buffer.isBuffer(data)) return data.toString("utf8");
-  if (Array.isArray(data)) return Buffer.concat(data).toString("utf8");
-  return Buffer.from(data).toString("utf8");
+function rawBytes(data: RawData): Buffer {
+  if (Buffer.isBuffer(data)) return data;
+  if (Array.isArray(data)) return Buffer.concat(data);
+  return Buffer.from(data);
 }
 
 function renderResult(result: ItemResult): object {

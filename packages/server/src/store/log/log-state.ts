@@ -37,7 +37,6 @@ import {
 } from "./queue-state.js";
 import { type Change, changeType, type InsertHead, type LeaseFields, RecordWriter } from "./records.js";
 
-const jsonContentType = "application/json";
 /** A snapshot is cut into records of about this size. */
 const snapshotRecordBytes = 1024 * 1024;
 
@@ -287,16 +286,14 @@ export class LogState {
 
   /** Builds a message from its insert record's fields and links it in. */
   private storeMessage(queue: QueueState, head: InsertHead, body: Buffer | string): Message {
-    // A JSON body is held as text however it came (a live send's text, replay's bytes), and counted as
-    // held, so the memory bound reads the same before and after a restart.
-    const held =
-      head.contentType === jsonContentType && typeof body !== "string" ? body.toString("utf8") : body;
+    // A body is held as it came: a JSON body as text (a send over HTTP) or as bytes (over a WebSocket,
+    // or read back from the log); footprint counts bytes either way.
     const stored: Message = {
       heapIndex: -1,
       seq: head.seq,
       queue,
       id: head.id,
-      body: held,
+      body,
       contentType: head.contentType,
       headers: head.headers,
       key: head.key,
@@ -308,7 +305,7 @@ export class LogState {
       deliveryCount: head.deliveryCount,
       firstDeliveredAt: head.firstDeliveredAt,
       leaseToken: head.leaseToken,
-      bytes: footprint(head, held),
+      bytes: footprint(head, body),
     };
     this.lastSeq = Math.max(this.lastSeq, head.seq);
     this.link(stored, -1);

@@ -549,21 +549,24 @@ test("log store: a send past bytesMax is refused whole with store_full; room com
   await store.close();
 });
 
-test("log store: a JSON body counts the same against bytesMax after a restart as when it was sent", async () => {
-  // 10,002 UTF-16 units, 30,002 UTF-8 bytes: sent as text (as the broker sends a JSON value), read back
-  // from the log as bytes. Counted as held (text) both times, it fits 25,000 before and after.
+test("log store: a JSON body counts its UTF-8 bytes against bytesMax, sent as text or read back after a restart", async () => {
+  // 10,002 UTF-16 units, 30,002 UTF-8 bytes: sent as text (as the broker sends a serialized JSON value),
+  // read back from the log as bytes. Counted in bytes both times, with its fields it fits 30,400, and
+  // leaves no room for a second message, before the restart and after it.
   const dir = tempDir();
   const body = JSON.stringify("界".repeat(10_000));
   const json = (text: string) => ({ ...message(), body: text, contentType: "application/json" });
   const sendOne = (store: LogStore, text: string) =>
     store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages: [json(text)] }] });
-  const first = LogStore.open({ dir, random: seededRandom(1), bytesMax: 25_000 });
+  const full = (error: unknown) => error instanceof HopperError && error.code === "store_full";
+  const first = LogStore.open({ dir, random: seededRandom(1), bytesMax: 30_400 });
   await first.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
   await sendOne(first, body);
+  await assert.rejects(sendOne(first, "1"), full);
   await first.close();
-  const reopened = LogStore.open({ dir, random: seededRandom(1), bytesMax: 25_000 });
-  await sendOne(reopened, "1");
-  assert.equal((await reopened.queueGet({ name: "q" }))?.counters.published, 2);
+  const reopened = LogStore.open({ dir, random: seededRandom(1), bytesMax: 30_400 });
+  await assert.rejects(sendOne(reopened, "1"), full);
+  assert.equal((await reopened.queueGet({ name: "q" }))?.counters.published, 1);
   await reopened.close();
 });
 

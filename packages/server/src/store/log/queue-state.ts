@@ -14,6 +14,7 @@ import { invariant } from "../../errors.js";
 import {
   type BindingDestination,
   type BindingRecord,
+  bodyByteLength,
   depthOf,
   type ExchangeRecord,
   type ExchangeType,
@@ -202,8 +203,10 @@ export function messageBytes(message: Message): number {
 }
 
 /**
- * What a message costs, about: its body, its strings and headers (as UTF-16 units, as they are held),
- * and a fixed overhead for its fields in memory and its insert record's head.
+ * What a message costs, about: its body in bytes (the same figure whether it is held as text or as
+ * bytes, so a body read back from the log counts as it did when sent), its strings and headers (as
+ * UTF-16 units, as they are held), and a fixed overhead for its fields in memory and its insert
+ * record's head.
  */
 export function footprint(
   message: {
@@ -215,7 +218,7 @@ export function footprint(
   },
   body: Buffer | string,
 ): number {
-  let bytes = messageOverheadBytes + body.length + message.id.length + message.contentType.length;
+  let bytes = messageOverheadBytes + bodyByteLength(body) + message.id.length + message.contentType.length;
   bytes += (message.key?.length ?? 0) + (message.dedupId?.length ?? 0);
   for (const name in message.headers) bytes += name.length + (message.headers[name]?.length ?? 0) + 8;
   return bytes;
