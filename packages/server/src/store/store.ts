@@ -222,7 +222,8 @@ export interface SendOutcome {
 export interface StoredMessage extends Omit<NewMessage, "body"> {
   /**
    * The body's bytes, or, for a JSON body, the same bytes as text (UTF-8): the SQLite store reads JSON
-   * bodies as text, which is what the wire needs and cheaper than a Buffer (docs/benchmarks.md session 8).
+   * bodies as text, cheaper there than a Buffer (docs/benchmarks.md session 8); the log store hands a
+   * body over as it came (NewMessage.body).
    */
   body: Buffer | string;
   deliveryCount: number;

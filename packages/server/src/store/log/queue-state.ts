@@ -41,7 +41,7 @@ export interface Message extends HeapSlot {
   readonly seq: number;
   readonly queue: QueueState;
   readonly id: string;
-  /** A JSON body as text, any other as bytes: what the wire needs (StoredMessage.body). */
+  /** As it came (NewMessage.body): bytes, or a JSON body's text when an HTTP send serialized it. */
   readonly body: Buffer | string;
   readonly contentType: string;
   readonly headers: Record<string, string>;
