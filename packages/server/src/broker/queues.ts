@@ -345,7 +345,8 @@ export class QueueBroker {
   async send(name: string, messages: OutgoingMessage[]): Promise<SendResult[]> {
     checkBatchSize(messages.length);
     await this.queue(name);
-    const results = await this.sendCopies(messages.map((message) => ({ message, queues: [name] })));
+    const queues = [name];
+    const results = await this.sendCopies(messages.map((message) => ({ message, queues })));
     return results.map((result) =>
       "error" in result ? result : { id: result.id, duplicate: result.duplicate },
     );
@@ -366,22 +367,24 @@ export class QueueBroker {
     const now = this.clock.now();
     // Each queue is looked up once per call: a missing one refuses every item routed to it.
     const records = new Map<string, QueueRecord | HopperError>();
-    for (const name of new Set(items.flatMap((item) => item.queues)))
-      records.set(name, await this.queueOrError(name));
+    for (const item of items) {
+      for (const name of item.queues)
+        if (!records.has(name)) records.set(name, await this.queueOrError(name));
+    }
     const sends = new Map<string, PlannedSend>();
     /** Where each item's copies are: its send and its index there. */
     const placed: ({ id: string; copies: { send: QueueSend; index: number }[] } | { error: HopperError })[] =
       [];
     for (const { message, queues } of items) {
-      const targets = queues.map((name) => records.get(name) as QueueRecord | HopperError);
-      const refusal = refusalOf(message, targets);
+      const refusal = refusalOf(message, queues, records);
       if (refusal) {
         placed.push({ error: refusal });
         continue;
       }
       const id = this.newId();
       const copies: { send: QueueSend; index: number }[] = [];
-      for (const queue of targets as QueueRecord[]) {
+      for (const name of queues) {
+        const queue = records.get(name) as QueueRecord;
         const visibleAt = now + (message.delayMs ?? queue.attributes.delayMs);
         let send = sends.get(queue.name);
         if (!send) {
@@ -456,10 +459,16 @@ export class QueueBroker {
     for (const send of all) this.sent(send.record, send.policy, send.firstVisibleAt, now);
     return placed.map((item) => {
       if ("error" in item) return item;
-      const answered = item.copies.map(({ send, index }) => idsOf.get(send)?.[index] ?? item.id);
-      const routed = answered.filter((id) => id === item.id).length;
-      const duplicate = routed === 0 && answered.length > 0;
-      return { id: duplicate ? (answered[0] as string) : item.id, routed, duplicate };
+      // A copy answered with another id was a duplicate there; an item no queue stored anew is one.
+      let routed = 0;
+      let firstAnswered: string | undefined;
+      for (const { send, index } of item.copies) {
+        const answered = idsOf.get(send)?.[index] ?? item.id;
+        firstAnswered ??= answered;
+        if (answered === item.id) routed++;
+      }
+      const duplicate = routed === 0 && firstAnswered !== undefined;
+      return { id: duplicate ? (firstAnswered as string) : item.id, routed, duplicate };
     });
   }
 
@@ -990,11 +999,14 @@ function checkDelay(delayMs: number): void {
 }
 
 /** Why one of the target queues (or a missing one) refuses the message, if any does. */
+/** Why a message cannot go to one of its queues (looked up in `records`), if it cannot. */
 function refusalOf(
   message: OutgoingMessage,
-  targets: (QueueRecord | HopperError)[],
+  queues: string[],
+  records: Map<string, QueueRecord | HopperError>,
 ): HopperError | undefined {
-  for (const target of targets) {
+  for (const name of queues) {
+    const target = records.get(name) as QueueRecord | HopperError;
     if (target instanceof HopperError) return target;
     const error = checkMessage(message, target);
     if (error) return error;
