@@ -43,24 +43,27 @@ export function renderStored(message: StoredMessage): Record<string, unknown> {
 }
 
 /**
- * A time as JSON, the way leasedListJson writes it: its ISO-8601 string in quotes, or null. The messages of
- * one lease mostly share their publish time (they came in one send) and their first delivery (this
- * lease), so each field remembers its last time and the text made for it.
+ * JSON text of a field, made again only when the value changes (by identity): the messages of one
+ * lease mostly share their content type, key, publish time (they came in one send) and first delivery
+ * (this lease), so each field remembers its last value and the text made for it.
  */
-function isoJsonOfLastTime(): (ms: number | null) => string {
-  let lastMs: number | null = null;
-  let lastJson = "null";
-  return (ms) => {
-    if (ms !== lastMs) {
-      lastMs = ms;
-      lastJson = JSON.stringify(iso(ms));
-    }
-    return lastJson;
+function lastJsonOf<T>(toJson: (value: T) => string): (value: T) => string {
+  let last: { value: T; json: string } | undefined;
+  return (value) => {
+    if (last === undefined || last.value !== value) last = { value, json: toJson(value) };
+    return last.json;
   };
 }
 
-const publishedAtJson = isoJsonOfLastTime();
-const firstDeliveredAtJson = isoJsonOfLastTime();
+const publishedAtJson = lastJsonOf((ms: number) => JSON.stringify(iso(ms)));
+const firstDeliveredAtJson = lastJsonOf((ms: number | null) => JSON.stringify(iso(ms)));
+const contentTypeJson = lastJsonOf((contentType: string) => JSON.stringify(contentType));
+const keyJson = lastJsonOf((key: string | null) => JSON.stringify(key));
+
+function headersJson(headers: Record<string, string>): string {
+  for (const _ in headers) return JSON.stringify(headers);
+  return "{}";
+}
 
 /**
  * `before`, then the leased messages as JSON separated by commas, then `after`, written straight into one
@@ -80,8 +83,8 @@ export function leasedListJson(before: string, messages: readonly LeasedMessage[
     );
     if (json) parts.push(message.body);
     parts.push(
-      `,"contentType":${JSON.stringify(message.contentType)},"headers":${JSON.stringify(message.headers)},` +
-        `"key":${JSON.stringify(message.key)},"deliveryCount":${message.deliveryCount},` +
+      `,"contentType":${contentTypeJson(message.contentType)},"headers":${headersJson(message.headers)},` +
+        `"key":${keyJson(message.key)},"deliveryCount":${message.deliveryCount},` +
         `"publishedAt":${publishedAtJson(message.publishedAt)},` +
         `"firstDeliveredAt":${firstDeliveredAtJson(message.firstDeliveredAt)}}`,
     );
