@@ -106,6 +106,18 @@ describe("bad input through the real server", () => {
       await refused(base, ["POST", queuePath("base", "/messages"), undefined, { raw }], 400, "invalid_json");
     });
 
+    test("a body that is not UTF-8 is 400 invalid_json, even where it would parse", async () => {
+      // 0xff 0xfe inside a string: decoded with replacement characters it is valid JSON, but a body is
+      // stored as its bytes, and these could not reach a consumer in a text frame.
+      const bytes = [
+        Buffer.from('{"messages": [{"body": "a'),
+        Buffer.from([0xff, 0xfe]),
+        Buffer.from('b"}]}'),
+      ];
+      const raw = new Uint8Array(Buffer.concat(bytes));
+      await refused(base, ["POST", queuePath("base", "/messages"), undefined, { raw }], 400, "invalid_json");
+    });
+
     test("a form-encoded body is 415 unsupported_media_type", async () => {
       const options = { raw: "a=1", headers: { "content-type": "application/x-www-form-urlencoded" } };
       await refused(

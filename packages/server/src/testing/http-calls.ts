@@ -24,8 +24,8 @@ export interface WireError {
 }
 
 export interface RequestOptions {
-  /** Sent as is, instead of the JSON text of `body`. */
-  raw?: string;
+  /** Sent as is, instead of the JSON text of `body`: text, or bytes that need not be UTF-8. */
+  raw?: string | Uint8Array<ArrayBuffer>;
   headers?: Record<string, string>;
 }
 

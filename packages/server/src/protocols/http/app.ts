@@ -3,6 +3,7 @@
  * fields refused), authentication, the one error mapping, health and the OpenAPI document. Routes
  * live in their own files and only translate between the wire and the broker.
  */
+import { isUtf8 } from "node:buffer";
 import type { IncomingMessage } from "node:http";
 import swagger from "@fastify/swagger";
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
@@ -75,6 +76,9 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
   app.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
     const bytes = body as Buffer;
     if (bytes.length === 0) return done(null, undefined);
+    // JSON travels as UTF-8 (RFC 8259), and a body is stored as its bytes: bytes that are not UTF-8
+    // would reach a consumer in a text frame its WebSocket must refuse.
+    if (!isUtf8(bytes)) return done(new HopperError("invalid_json", "The body is not valid UTF-8."));
     request.bodyBytes = bytes;
     parseJson(request, bytes.toString("utf8"), done);
   });

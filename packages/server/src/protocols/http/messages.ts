@@ -26,12 +26,12 @@ export function toOutgoing(message: WireMessage, index: number, sentAs?: Buffer)
 }
 
 /**
- * Each message's JSON body as the bytes its producer sent, copied out of the request (so that a stored
- * body does not hold the whole request in memory), in message order; `text` must have parsed as JSON.
+ * Each message's JSON body as the bytes its producer sent, in message order: views into the request,
+ * which `text` must be, parsed as JSON. A store that keeps a body in memory copies it (the log store).
  */
 export function bodiesAsSent(text: Buffer | undefined, messageCount: number): (Buffer | undefined)[] {
   invariant(text, "a send's bytes");
   const spans = sendBodySpans(text);
   invariant(spans?.length === messageCount, "a body span for each message");
-  return spans.map((span) => span && Buffer.from(text.subarray(span.start, span.end)));
+  return spans.map((span) => span && text.subarray(span.start, span.end));
 }

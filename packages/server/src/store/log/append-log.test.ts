@@ -239,7 +239,7 @@ test("a CRC mismatch in the newest segment's last record truncates the segment b
 
 test("a CRC mismatch in the newest segment with a whole record after it is corruption: open throws and cuts nothing", async (t) => {
   const dir = tempDir(t);
-  const { records, path, size } = await oneSegmentOfFour(dir);
+  const { path, size } = await oneSegmentOfFour(dir);
   // A byte of the first record's payload goes bad; the records after it are whole.
   flipByte(path, segmentHeaderBytes + frameHeaderBytes + 10);
   assert.throws(() => AppendLog.open({ dir }, noReplay), /the record after it is whole/);

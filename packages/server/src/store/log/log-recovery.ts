@@ -227,7 +227,13 @@ function replaySegment(
   const scan = scanFrames(new SegmentReader(fd, segment.fileBytes), segment.header.base, replay, false);
   if (segment.header.base && !scan.markerSeen)
     throw corruption(segment.fileName, scan.end, "a base segment lost its snapshot marker while being read");
-  if (scan.damage === undefined) return scan.end;
+  if (scan.damage === undefined) {
+    // What was written before a crash but never fdatasync'ed may still be only in the page cache; once
+    // replayed it is state that answers rest on (a lease answers once its messages are durable), so it
+    // is made durable before the store opens.
+    if (isNewest) fdatasyncSync(fd);
+    return scan.end;
+  }
   if (!isNewest || scan.damage.kind === "invalid")
     throw corruption(
       segment.fileName,

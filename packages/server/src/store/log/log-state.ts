@@ -72,8 +72,8 @@ export class LogState {
         this.forgetDedup(this.replayedQueue(change.queue), change.dedupId);
         break;
       case changeType.insert:
-        // The body is a view into the log's read buffer: copied, so that the buffer can go.
-        this.storeMessage(this.replayedQueue(change.head.queue), change.head, Buffer.from(change.body));
+        // The body is a view into the log's read buffer, which storeMessage copies out of.
+        this.storeMessage(this.replayedQueue(change.head.queue), change.head, change.body);
         break;
       case changeType.lease:
         this.setLease(this.replayedMessage(change.seq), change);
@@ -286,14 +286,16 @@ export class LogState {
 
   /** Builds a message from its insert record's fields and links it in. */
   private storeMessage(queue: QueueState, head: InsertHead, body: Buffer | string): Message {
-    // A body is held as it came: a JSON body as text (a send over HTTP) or as bytes (over a WebSocket,
-    // or read back from the log); footprint counts bytes either way.
+    // A body is held as it came, text or bytes; footprint counts bytes either way. Bytes are held in
+    // memory of their own: a view keeps its whole buffer alive (a request, the log's 1 MiB read chunk,
+    // Node's shared 8 KiB pool for a small Buffer), which the memory bound would not count.
+    const held = typeof body !== "string" && body.buffer.byteLength !== body.length ? ownCopy(body) : body;
     const stored: Message = {
       heapIndex: -1,
       seq: head.seq,
       queue,
       id: head.id,
-      body,
+      body: held,
       contentType: head.contentType,
       headers: head.headers,
       key: head.key,
@@ -305,7 +307,7 @@ export class LogState {
       deliveryCount: head.deliveryCount,
       firstDeliveredAt: head.firstDeliveredAt,
       leaseToken: head.leaseToken,
-      bytes: footprint(head, body),
+      bytes: footprint(head, held),
     };
     this.lastSeq = Math.max(this.lastSeq, head.seq);
     this.link(stored, -1);
@@ -417,4 +419,11 @@ export class LogState {
     this.bySeq.delete(message.seq);
     return unlinkFromQueue(message);
   }
+}
+
+/** A copy of `bytes` in a buffer of its own, outside Node's shared pool. */
+function ownCopy(bytes: Buffer): Buffer {
+  const copy = Buffer.allocUnsafeSlow(bytes.length);
+  bytes.copy(copy);
+  return copy;
 }

@@ -284,7 +284,7 @@ test("log store: compaction rewrites the log as the state, and the state survive
   await store.compact();
   assert.equal(store.logStats.compactions, compactions + 1);
   const at = t0 + 2000;
-  const { reopened, before } = await closeAndReopen(store, dir, at, firstX);
+  const { reopened } = await closeAndReopen(store, dir, at, firstX);
   const [receipt] = held;
   assert.deepEqual(await reopened.queueAck({ queue: "std", receipts: [receipt as string] }), [{ ok: true }]);
   assert.ok((await sendAndLease(reopened, "tmp", at)) > newest, "a seq is never given twice");
@@ -567,6 +567,27 @@ test("log store: a JSON body counts its UTF-8 bytes against bytesMax, sent as te
   const reopened = LogStore.open({ dir, random: seededRandom(1), bytesMax: 30_400 });
   await assert.rejects(sendOne(reopened, "1"), full);
   assert.equal((await reopened.queueGet({ name: "q" }))?.counters.published, 1);
+  await reopened.close();
+});
+
+test("log store: a body given as a view of a larger buffer is held in memory of its own, also after a restart", async () => {
+  // A request's bytes, the log's read chunk or Node's 8 KiB pool: holding a view would keep all of it.
+  const dir = tempDir();
+  const store = LogStore.open({ dir, random: seededRandom(1) });
+  await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
+  const request = Buffer.from('{"messages":[{"body":{"a":[1,2]}}]}');
+  const body = request.subarray(21, 32);
+  assert.equal(body.toString(), '{"a":[1,2]}');
+  const sent = { ...message(), body, contentType: "application/json" };
+  await store.queueSendMany({ now: t0, sends: [{ queue: "q", policy: noSendPolicy, messages: [sent] }] });
+  const ownBuffer = (held: Buffer | string | undefined) =>
+    Buffer.isBuffer(held) && held.buffer.byteLength === held.length && held.toString() === '{"a":[1,2]}';
+  const peek = async (from: LogStore) =>
+    (await from.queuePeek({ queue: "q", state: "available", limit: 1, now: t0 }))[0]?.body;
+  assert.ok(ownBuffer(await peek(store)), "held as sent, in a buffer of its own");
+  await store.close();
+  const reopened = LogStore.open({ dir, random: seededRandom(1) });
+  assert.ok(ownBuffer(await peek(reopened)), "read back from the log, in a buffer of its own");
   await reopened.close();
 });
 
