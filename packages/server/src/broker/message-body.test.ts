@@ -63,3 +63,19 @@ test("bodyBase64: an invalid text is refused with the item's place, a valid one 
     contentType: "application/octet-stream",
   });
 });
+
+test("bodyBase64 as JSON must be JSON in UTF-8: bytes that parse only once replaced are refused", () => {
+  // "a\xff" in quotes: decoded with a replacement character it would parse.
+  const notUtf8 = Buffer.concat([Buffer.from('"a'), Buffer.from([0xff]), Buffer.from('"')]).toString(
+    "base64",
+  );
+  assert.throws(
+    () => decodeMessageBody({ bodyBase64: notUtf8, contentType: "application/json" }, "messages[1]"),
+    (error: unknown) => error instanceof Error && /messages\[1\]: .*valid JSON in UTF-8/.test(error.message),
+  );
+  const json = Buffer.from('{"é":1}').toString("base64");
+  assert.deepEqual(decodeMessageBody({ bodyBase64: json, contentType: "application/json" }, "messages[0]"), {
+    body: Buffer.from('{"é":1}'),
+    contentType: "application/json",
+  });
+});

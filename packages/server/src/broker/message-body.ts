@@ -3,6 +3,7 @@
  * `body` is stored as its JSON text with content type application/json; any other bytes come as
  * `bodyBase64` with their content type.
  */
+import { isUtf8 } from "node:buffer";
 import { HopperError } from "../errors.js";
 
 export const jsonContentType = "application/json";
@@ -59,10 +60,12 @@ export function decodeMessageBody(
   if (!decodedWhole(text, body)) throw fail("bodyBase64 is not base64.");
   const contentType = message.contentType ?? "application/octet-stream";
   if (contentType === jsonContentType) {
+    // UTF-8 first: a JSON body is delivered as its bytes, inside a text frame.
     try {
+      if (!isUtf8(body)) throw new Error("not UTF-8");
       JSON.parse(body.toString("utf8"));
     } catch {
-      throw fail("bodyBase64 with contentType application/json must decode to valid JSON.");
+      throw fail("bodyBase64 with contentType application/json must decode to valid JSON in UTF-8.");
     }
   }
   return { body, contentType };
