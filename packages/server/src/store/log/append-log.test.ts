@@ -7,6 +7,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   rmSync,
   statSync,
   unlinkSync,
@@ -152,6 +153,28 @@ test("records of 0 B, 1 B, 1 KiB and more than a segment replay exactly, in orde
     sizes.some((size) => size >= segmentHeaderBytes + frameHeaderBytes + 10_000),
     "the record larger than segmentBytesMax went whole into one segment",
   );
+});
+
+test("opening fdatasyncs the newest segment once, so what a crash left only in the page cache is durable before it is used", async (t) => {
+  const dir = tempDir(t);
+  const log = AppendLog.open({ dir, segmentBytesMax: 4096 }, noReplay);
+  for (const record of records100(3)) log.append(record);
+  await log.flush();
+  await log.close();
+  const synced: string[] = [];
+  const reopened = openLog({
+    dir,
+    segmentBytesMax: 4096,
+    io: {
+      syncAtOpen: (fd) => {
+        synced.push(readlinkSync(`/proc/self/fd/${fd}`));
+        fileIo.syncAtOpen(fd);
+      },
+    },
+  });
+  assert.equal(reopened.records.length, 3);
+  assert.deepEqual(synced, [join(dir, segmentNames(dir).at(-1) as string)]);
+  await reopened.log.close();
 });
 
 test("a segment is a 28-byte header, then [u32 length][u32 crc32 of length and payload][payload] frames", async (t) => {
@@ -322,7 +345,7 @@ test("flush() calls made while a flush is in flight share one more write and one
 test("a flush resolves only after its record is written and fdatasync'ed", async (t) => {
   const dir = tempDir(t);
   const events: string[] = [];
-  const io: AppendLogIo = {
+  const io: Partial<AppendLogIo> = {
     async write(file, buffers, position) {
       await fileIo.write(file, buffers, position);
       events.push("write");
@@ -450,7 +473,7 @@ test("rewrite called while a flush is in flight writes the records appended befo
   const dir = tempDir(t);
   const events: string[] = [];
   const gated = gatedFirstSync();
-  const io: AppendLogIo = {
+  const io: Partial<AppendLogIo> = {
     async write(file, buffers, position) {
       events.push(`write ${Number(file.fileName.slice(0, 20))}`);
       await fileIo.write(file, buffers, position);

@@ -47,6 +47,7 @@ import {
   close as closeCallback,
   closeSync,
   fdatasync as fdatasyncCallback,
+  fdatasyncSync,
   fsync as fsyncCallback,
   open as openCallback,
   openSync,
@@ -114,6 +115,8 @@ export interface AppendLogIo {
   write(file: SegmentFile, buffers: readonly Buffer[], position: number): Promise<void>;
   /** fdatasync. */
   sync(file: SegmentFile): Promise<void>;
+  /** fdatasync while the log opens, before anything else runs (recovery's, of the newest segment). */
+  syncAtOpen(fd: number): void;
 }
 
 const closeAsync = promisify(closeCallback);
@@ -145,6 +148,9 @@ export const fileIo: AppendLogIo = {
   },
   sync(file) {
     return fdatasyncAsync(file.fd);
+  },
+  syncAtOpen(fd) {
+    fdatasyncSync(fd);
   },
 };
 
@@ -274,7 +280,9 @@ export class AppendLog {
     let dirFd: number | undefined;
     try {
       dirFd = openSync(options.dir, "r");
-      const log = new AppendLog(options, segmentBytesMax, dirFd, recoverLog(options.dir, dirFd, replay));
+      const syncAtOpen = options.io?.syncAtOpen ?? fileIo.syncAtOpen;
+      const recovered = recoverLog(options.dir, dirFd, replay, syncAtOpen);
+      const log = new AppendLog(options, segmentBytesMax, dirFd, recovered);
       log.unlock = unlock;
       return log;
     } catch (error) {

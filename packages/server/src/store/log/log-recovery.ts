@@ -223,6 +223,7 @@ function replaySegment(
   segment: HeadedSegment,
   replay: (record: Buffer) => void,
   isNewest: boolean,
+  syncAtOpen: (fd: number) => void,
 ): number {
   const scan = scanFrames(new SegmentReader(fd, segment.fileBytes), segment.header.base, replay, false);
   if (segment.header.base && !scan.markerSeen)
@@ -231,7 +232,7 @@ function replaySegment(
     // What was written before a crash but never fdatasync'ed may still be only in the page cache; once
     // replayed it is state that answers rest on (a lease answers once its messages are durable), so it
     // is made durable before the store opens.
-    if (isNewest) fdatasyncSync(fd);
+    if (isNewest) syncAtOpen(fd);
     return scan.end;
   }
   if (!isNewest || scan.damage.kind === "invalid")
@@ -250,7 +251,12 @@ function replaySegment(
  * replays every intact record in order, truncates a torn tail of the newest segment, deletes the
  * segments that a complete base replaced and the unfinished bases, and rewrites a torn newest header.
  */
-export function recoverLog(dir: string, dirFd: number, replay: (record: Buffer) => void): RecoveredLog {
+export function recoverLog(
+  dir: string,
+  dirFd: number,
+  replay: (record: Buffer) => void,
+  syncAtOpen: (fd: number) => void,
+): RecoveredLog {
   const listed = listSegments(dir);
   const newest = listed.at(-1);
   for (const segment of listed) {
@@ -282,7 +288,7 @@ export function recoverLog(dir: string, dirFd: number, replay: (record: Buffer) 
       const isNewest = segment === newest;
       const fd = openSync(segment.path, isNewest ? "r+" : "r");
       try {
-        const bytes = replaySegment(fd, segment, replay, isNewest);
+        const bytes = replaySegment(fd, segment, replay, isNewest, syncAtOpen);
         if (isNewest) truncatedBytes = segment.fileBytes - bytes;
         segmentBytes.set(segment.seq, bytes);
         // Appends continue in the newest segment, unless it is a base: a base holds only its snapshot.
