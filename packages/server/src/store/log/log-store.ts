@@ -556,7 +556,7 @@ export class LogStore implements Store {
     };
     // A lease answers once the messages it hands out are durable, not waiting for its own record: a
     // crash before that record is durable takes the lease back, and the message is available again
-    // (docs/log-store.md "When a call is answered"). Taking a message at most once (autoAck) deletes
+    // (docs/log-store.md, rule 4). Taking a message at most once (autoAck) deletes
     // it, which must be durable before it is handed out.
     if (params.autoAck) return this.commits.run(lease);
     return this.commits.runShowing(lease, () => newestSeq);
