@@ -8,6 +8,7 @@ import { uuidv7Generator } from "../ids.js";
 import { limits } from "../limits.js";
 import type { Random } from "../random.js";
 import {
+  type Applied,
   bodyByteLength,
   type DeadLetterRoute,
   dedupIdFor,
@@ -696,7 +697,7 @@ export class QueueBroker {
     const results = await this.store.queueAck({
       queue: name,
       receipts,
-      applied: applied && ((held) => applied(held.map(toItemResult))),
+      applied: itemResultsTo(applied),
     });
     // In a FIFO queue an ack hands the group to its next message, which a long poll may be waiting for.
     if (queue.kind === "fifo" && results.some((result) => "ok" in result)) this.waiters.notify(name);
@@ -729,7 +730,7 @@ export class QueueBroker {
         return ms;
       },
       deadLetter,
-      applied: applied && ((held) => applied(held.map(toItemResult))),
+      applied: itemResultsTo(applied),
     });
     this.deadLettered(deadLetter, deadLettered);
     const groupMovedOn = queue.kind === "fifo" && deadLettered > 0;
@@ -998,7 +999,6 @@ function checkDelay(delayMs: number): void {
   }
 }
 
-/** Why one of the target queues (or a missing one) refuses the message, if any does. */
 /** Why a message cannot go to one of its queues (looked up in `records`), if it cannot. */
 function refusalOf(
   message: OutgoingMessage,
@@ -1045,6 +1045,11 @@ function checkMessage(message: OutgoingMessage, queue: QueueRecord): HopperError
     });
   }
   return undefined;
+}
+
+/** A store's `applied` hook that hands its results on as the broker's (toItemResult). */
+function itemResultsTo(applied: ((results: ItemResult[]) => void) | undefined): Applied | undefined {
+  return applied && ((results) => applied(results.map(toItemResult)));
 }
 
 function toItemResult(result: ReceiptResult): ItemResult {

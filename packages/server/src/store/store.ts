@@ -147,10 +147,10 @@ export interface QueueDepth {
 export interface NewMessage {
   id: string;
   /**
-   * The body's bytes, or, for a JSON body, its text or bytes: the form the wire brought (a WebSocket
-   * send's bytes as the producer sent them, an HTTP send's value serialized), so the log store, which
-   * keeps either, converts nothing; SQLite's BLOB column and PostgreSQL's bytea take bytes (bodyBytes).
-   * Its size is bodyByteLength.
+   * The body's bytes, or, for a JSON body, its text or bytes: the form it came in (a send over HTTP or
+   * a WebSocket brings the bytes the producer sent; sendInTransaction serializes a value to text), so
+   * the log store, which keeps either, converts nothing; SQLite's BLOB column and PostgreSQL's bytea take
+   * bytes (bodyBytes). Its size is bodyByteLength.
    */
   body: Buffer | string;
   contentType: string;

@@ -69,7 +69,7 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
 
   // JSON is the only body the API takes (so text/plain gets 415). An empty body is allowed for calls
   // that take none (purge); anything else must be valid JSON. Its bytes stay on the request, so that a
-  // send stores each JSON body as it was sent (bodiesAsSent).
+  // send stores each JSON body as it was sent (decodeMessages).
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeAllContentTypeParsers();
   app.decorateRequest("bodyBytes", undefined);

@@ -4,9 +4,10 @@
  */
 import type { FastifyInstance } from "fastify";
 import type { ExchangeBroker } from "../../broker/exchanges.js";
+import type { OutgoingMessage } from "../../broker/queues.js";
 import { HopperError } from "../../errors.js";
 import type { BindingDestination } from "../../store/store.js";
-import { bodiesAsSent, toOutgoing } from "./messages.js";
+import { decodeMessages } from "./messages.js";
 import { renderExchange, renderItemResult } from "./render.js";
 import { BindingBody, ExchangeParams, PublishBody, PutExchangeBody } from "./schemas.js";
 
@@ -86,11 +87,12 @@ export function registerExchangeRoutes(app: FastifyInstance, exchanges: Exchange
     "/v1/exchanges/:exchange/publish",
     { schema: { tags, params: ExchangeParams, body: PublishBody } },
     async (request) => {
-      const sentAs = bodiesAsSent(request.bodyBytes, request.body.messages.length);
-      const items = request.body.messages.map((message, index) => {
-        const { routingKey, ...rest } = message;
-        return { routingKey, message: toOutgoing(rest, index, sentAs[index]) };
-      });
+      const { messages } = request.body;
+      const decoded = decodeMessages(messages, request.bodyBytes);
+      const items = messages.map(({ routingKey }, index) => ({
+        routingKey,
+        message: decoded[index] as OutgoingMessage,
+      }));
       const results = await exchanges.publish(
         request.params.exchange,
         items,

@@ -14,7 +14,7 @@ type WireMessage = Omit<SendBody["messages"][number], "delayMs" | "priority"> & 
  * Decodes one message; a malformed one fails the whole request, which then changes nothing. `sentAs`
  * is its JSON body's bytes as sent, if known (decodeMessageBody).
  */
-export function toOutgoing(message: WireMessage, index: number, sentAs?: Buffer): OutgoingMessage {
+function toOutgoing(message: WireMessage, index: number, sentAs?: Buffer): OutgoingMessage {
   return {
     ...decodeMessageBody(message, `messages[${index}]`, sentAs),
     ...(message.headers && { headers: message.headers }),
@@ -26,12 +26,16 @@ export function toOutgoing(message: WireMessage, index: number, sentAs?: Buffer)
 }
 
 /**
- * Each message's JSON body as the bytes its producer sent, in message order: views into the request,
- * which `text` must be, parsed as JSON. A store that keeps a body in memory copies it (the log store).
+ * Decodes the messages of a send or publish, each JSON body taken as the bytes its producer sent:
+ * views into `request`, the request's bytes, which parsed as JSON into `messages` (body-spans.ts). A
+ * store that keeps a body in memory copies it (the log store).
  */
-export function bodiesAsSent(text: Buffer | undefined, messageCount: number): (Buffer | undefined)[] {
-  invariant(text, "a send's bytes");
-  const spans = sendBodySpans(text);
-  invariant(spans?.length === messageCount, "a body span for each message");
-  return spans.map((span) => span && text.subarray(span.start, span.end));
+export function decodeMessages(messages: WireMessage[], request: Buffer | undefined): OutgoingMessage[] {
+  invariant(request, "a send's bytes");
+  const spans = sendBodySpans(request);
+  invariant(spans?.length === messages.length, "a body span for each message");
+  return messages.map((message, index) => {
+    const span = spans[index];
+    return toOutgoing(message, index, span && request.subarray(span.start, span.end));
+  });
 }

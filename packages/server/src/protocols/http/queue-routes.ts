@@ -4,7 +4,7 @@
  */
 import type { FastifyInstance } from "fastify";
 import type { QueueBroker } from "../../broker/queues.js";
-import { bodiesAsSent, toOutgoing } from "./messages.js";
+import { decodeMessages } from "./messages.js";
 import { leasedListJson, renderItemResult, renderStored, renderTask } from "./render.js";
 import {
   AckBody,
@@ -64,12 +64,8 @@ export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker): 
     "/v1/queues/:queue/messages",
     { schema: { tags, params: QueueParams, body: SendBody } },
     async (request) => {
-      const { messages } = request.body;
-      const sentAs = bodiesAsSent(request.bodyBytes, messages.length);
-      const results = await broker.send(
-        request.params.queue,
-        messages.map((message, index) => toOutgoing(message, index, sentAs[index])),
-      );
+      const messages = decodeMessages(request.body.messages, request.bodyBytes);
+      const results = await broker.send(request.params.queue, messages);
       return { results: results.map(renderItemResult) };
     },
   );

@@ -9,7 +9,7 @@ import type { ItemResult, QueueBroker } from "../../broker/queues.js";
 import { type Signal, type SignalHub, signalSubscriptionsPerConnectionMax } from "../../broker/signals.js";
 import type { Clock } from "../../clock.js";
 import { HopperError } from "../../errors.js";
-import { bodiesAsSent, toOutgoing } from "../http/messages.js";
+import { decodeMessages } from "../http/messages.js";
 import { leasedListJson, renderItemResult } from "../http/render.js";
 import {
   type AckFrame,
@@ -211,8 +211,7 @@ export class WsConnection {
    * bodies are stored as the bytes the frame carried them in.
    */
   private async sendMessages(frame: SendFrame, bytes: Buffer): Promise<Answer> {
-    const sentAs = bodiesAsSent(bytes, frame.messages.length);
-    const messages = frame.messages.map((message, index) => toOutgoing(message, index, sentAs[index]));
+    const messages = decodeMessages(frame.messages, bytes);
     const results = await this.context.broker.send(frame.queue, messages);
     return { op: "sent", results: results.map(renderItemResult) };
   }

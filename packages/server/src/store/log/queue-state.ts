@@ -41,7 +41,7 @@ export interface Message extends HeapSlot {
   readonly seq: number;
   readonly queue: QueueState;
   readonly id: string;
-  /** As it came (NewMessage.body): bytes, or a JSON body's text when an HTTP send serialized it. */
+  /** As it came (NewMessage.body): bytes, or a JSON body's text when its caller gave text. */
   readonly body: Buffer | string;
   readonly contentType: string;
   readonly headers: Record<string, string>;
