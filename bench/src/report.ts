@@ -504,50 +504,60 @@ const rabbitReference =
   "RabbitMQ quorum queues (the issue's reference, not measured here): 23k msg/s end to end, p99 3 ms at 1,000 msg/s";
 
 /**
- * compare-consumers: push against pull on the same store, workload by workload. Push should beat pull
- * on W1 end to end, W2's p99 and fan-out deliveries; each line says whether it did.
+ * Push against pull on the same store (and, on PostgreSQL, the same number of nodes), workload by
+ * workload, for each such pair of Hopper runs: compare-consumers runs one pair, compare-pg one per node
+ * count. Push should beat pull on W1 end to end, W2's p99 and fan-out deliveries; each line says whether
+ * it did. A run with no twin (compare-pg's SQLite run is pull only) is left out.
  */
 export function consumersVerdict(runs: readonly RunReport[]): string[] {
-  const hopper = (consumer: "pull" | "push") =>
-    runs.find((run) => run.spec.target === "hopper" && run.spec.consumer === consumer);
-  const pull = hopper("pull");
-  const push = hopper("push");
-  if (!pull || !push) return [];
+  const hopperRuns = runs.filter((run) => run.spec.target === "hopper");
+  const setupOf = ({ spec }: RunReport) =>
+    spec.target !== "hopper" ? "" : spec.store === "postgres" ? `postgres/${spec.nodes}` : spec.store;
+  const consumerOf = ({ spec }: RunReport) => (spec.target === "hopper" ? spec.consumer : undefined);
+  const pairs = hopperRuns.flatMap((pull) => {
+    if (consumerOf(pull) !== "pull") return [];
+    const push = hopperRuns.find((run) => consumerOf(run) === "push" && setupOf(run) === setupOf(pull));
+    return push ? [{ pull, push }] : [];
+  });
   const lines: string[] = [];
-  const higherIsBetter = (
-    name: string,
-    pullValue: number | undefined,
-    pushValue: number | undefined,
-    unit: string,
-  ) => {
-    if (pullValue === undefined || pushValue === undefined) return;
-    const ratio = pushValue / pullValue;
-    lines.push(
-      `- ${name}: push ${integer.format(pushValue)} ${unit}, pull ${integer.format(pullValue)} ${unit}: ` +
-        `push ÷ pull = ${fine.format(ratio)}× (${ratio > 1 ? "push beats pull" : "push does NOT beat pull"})`,
+  for (const { pull, push } of pairs) {
+    // With several pairs each line names its pull run; with one, the table above says which it is.
+    const prefix = pairs.length > 1 ? `${pull.label}: ` : "";
+    const higherIsBetter = (
+      name: string,
+      pullValue: number | undefined,
+      pushValue: number | undefined,
+      unit: string,
+    ) => {
+      if (pullValue === undefined || pushValue === undefined) return;
+      const ratio = pushValue / pullValue;
+      lines.push(
+        `- ${prefix}${name}: push ${integer.format(pushValue)} ${unit}, pull ${integer.format(pullValue)} ${unit}: ` +
+          `push ÷ pull = ${fine.format(ratio)}× (${ratio > 1 ? "push beats pull" : "push does NOT beat pull"})`,
+      );
+    };
+    higherIsBetter(
+      "W1 end to end",
+      pull.throughput?.endToEndPerSecond,
+      push.throughput?.endToEndPerSecond,
+      "msg/s",
     );
-  };
-  higherIsBetter(
-    "W1 end to end",
-    pull.throughput?.endToEndPerSecond,
-    push.throughput?.endToEndPerSecond,
-    "msg/s",
-  );
-  const pullP99 = pull.latency?.endToEndMs.p99;
-  const pushP99 = push.latency?.endToEndMs.p99;
-  if (pullP99 !== undefined && pushP99 !== undefined) {
-    lines.push(
-      `- W2 end-to-end p99: push ${fine.format(pushP99)} ms, pull ${fine.format(pullP99)} ms ` +
-        `(p50 ${fine.format(push.latency?.endToEndMs.p50 ?? Number.NaN)} vs ${fine.format(pull.latency?.endToEndMs.p50 ?? Number.NaN)} ms): ` +
-        `${pushP99 < pullP99 ? "push beats pull" : "push does NOT beat pull"}`,
+    const pullP99 = pull.latency?.endToEndMs.p99;
+    const pushP99 = push.latency?.endToEndMs.p99;
+    if (pullP99 !== undefined && pushP99 !== undefined) {
+      lines.push(
+        `- ${prefix}W2 end-to-end p99: push ${fine.format(pushP99)} ms, pull ${fine.format(pullP99)} ms ` +
+          `(p50 ${fine.format(push.latency?.endToEndMs.p50 ?? Number.NaN)} vs ${fine.format(pull.latency?.endToEndMs.p50 ?? Number.NaN)} ms): ` +
+          `${pushP99 < pullP99 ? "push beats pull" : "push does NOT beat pull"}`,
+      );
+    }
+    higherIsBetter(
+      "Fan-out deliveries",
+      pull.fanout?.deliveriesPerSecond,
+      push.fanout?.deliveriesPerSecond,
+      "deliveries/s",
     );
   }
-  higherIsBetter(
-    "Fan-out deliveries",
-    pull.fanout?.deliveriesPerSecond,
-    push.fanout?.deliveriesPerSecond,
-    "deliveries/s",
-  );
   if (lines.length > 0) lines.push(`- ${rabbitReference}`);
   return lines;
 }
