@@ -406,6 +406,30 @@ export function exerciseStore(factory: StoreFactory): void {
         );
       });
 
+      test("bodies of many lengths in one batch keep their bytes and their order, sent or handed off", async () => {
+        // Lengths around the edges of a store's packing of a batch: empty, one byte, odd, large.
+        const lengths = [0, 1, 7, 1_000, 65_537, 0, 3];
+        const bodies = lengths.map((length, i) =>
+          Buffer.from(Array.from({ length }, (_, j) => (i * 131 + j * 7) % 256)),
+        );
+        const messages = () =>
+          bodies.map((body) => ({ ...message(), body, contentType: "application/octet-stream" }));
+        await send({ queue: "q", messages: messages() });
+        const leased = (await lease("q", t0, 20)).messages;
+        assert.deepEqual(
+          leased.map((m) => Buffer.from(m.body).toString("hex")),
+          bodies.map((body) => body.toString("hex")),
+          "sent, then leased",
+        );
+        const handed = await sendHandingOff("q", messages(), { max: 4 });
+        const rest = (await lease("q", t0, 20)).messages;
+        assert.deepEqual(
+          [...handed, ...rest].map((m) => Buffer.from(m.body).toString("hex")),
+          bodies.map((body) => body.toString("hex")),
+          "handed off (the first four), then leased",
+        );
+      });
+
       test("a handed-off lease ends as any lease: the message comes back and the old receipt is stale", async () => {
         const [handed] = await sendHandingOff("q", [message({ body: "a" })], { max: 1 });
         assert.ok(handed);

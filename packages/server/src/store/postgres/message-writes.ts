@@ -77,12 +77,17 @@ function withNumbers(row: MessageRow): MessageRow {
 
 /**
  * A batch of messages as the column arrays that the inserts' `unnest(…)` takes, in one pass; headers
- * as JSON text, or NULL when there are none.
+ * as JSON text, or NULL when there are none. The bodies go as one buffer, one after the other, with
+ * their lengths: pg sends a Buffer parameter as it is (binary), where a bytea[] parameter goes as text
+ * with each byte in hex, twice the bytes for Hopper to encode and PostgreSQL to parse
+ * (statements.ts bodyOf cuts them apart again).
  */
 export function messageColumns(messages: readonly NewMessage[]) {
+  const bodies: Buffer[] = [];
   const columns = {
     ids: [] as string[],
-    bodies: [] as Buffer[],
+    bodies: Buffer.alloc(0),
+    bodyLengths: [] as number[],
     contentTypes: [] as string[],
     headers: [] as (string | null)[],
     keys: [] as (string | null)[],
@@ -93,7 +98,9 @@ export function messageColumns(messages: readonly NewMessage[]) {
   };
   for (const m of messages) {
     columns.ids.push(m.id);
-    columns.bodies.push(bodyBytes(m.body));
+    const body = bodyBytes(m.body);
+    bodies.push(body);
+    columns.bodyLengths.push(body.length);
     columns.contentTypes.push(m.contentType);
     columns.headers.push(Object.keys(m.headers).length > 0 ? JSON.stringify(m.headers) : null);
     columns.keys.push(m.key);
@@ -102,6 +109,7 @@ export function messageColumns(messages: readonly NewMessage[]) {
     columns.publishedAts.push(m.publishedAt);
     columns.visibleAts.push(m.visibleAt);
   }
+  columns.bodies = Buffer.concat(bodies);
   return columns;
 }
 
@@ -225,6 +233,7 @@ export class MessageWrites {
       columns.dedupIds,
       columns.publishedAts,
       columns.visibleAts,
+      columns.bodyLengths,
       ...(options.counted ? [this.counterShard()] : []),
     ]);
   }

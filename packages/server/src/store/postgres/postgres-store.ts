@@ -673,7 +673,7 @@ export class PostgresStore implements Store {
     }));
   }
 
-  /** $1–$10 of the one-statement sends (statements.ts queueSend): the queue, the message columns, a shard. */
+  /** $1–$11 of the one-statement sends (statements.ts queueSend): the queue, the message columns, a shard, the body lengths. */
   private sendParams(send: QueueSend): unknown[] {
     const columns = messageColumns(send.messages);
     return [
@@ -687,6 +687,7 @@ export class PostgresStore implements Store {
       columns.publishedAts,
       columns.visibleAts,
       this.counterShard(),
+      columns.bodyLengths,
     ];
   }
 

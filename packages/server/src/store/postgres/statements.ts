@@ -184,8 +184,19 @@ export const dedupDeleteExpired = `
     SELECT dedup_id FROM dedup WHERE queue_id = $1 AND expires_at <= $2 LIMIT $3 FOR UPDATE SKIP LOCKED)`;
 
 /**
- * $1 queueId, $2 fifo, $3 ids, $4 bodies, $5 contentTypes, $6 headers (JSON or NULL), $7 keys,
- * $8 priorities, $9 dedupIds, $10 publishedAts, $11 visibleAts: one array element per message. Inserts
+ * The rows of `source` (an unnest … WITH ORDINALITY AS u(…, body_length, …, ord)) with body_start, where
+ * each message's body begins in the batch's bodies parameter: the lengths of the bodies before it.
+ */
+const withBodyStarts = (source: string) => `(
+    SELECT u.*, (sum(u.body_length) OVER (ORDER BY u.ord) - u.body_length)::int AS body_start FROM ${source})`;
+
+/** A message's body, cut from the batch's bodies parameter (`bodies`, bytea) at its start and length. */
+const bodyOf = (bodies: string) => `substring(${bodies}::bytea FROM m.body_start + 1 FOR m.body_length)`;
+
+/**
+ * $1 queueId, $2 fifo, $3 ids, $4 bodies (one after the other, messageColumns), $5 contentTypes, $6 headers
+ * (JSON or NULL), $7 keys, $8 priorities, $9 dedupIds, $10 publishedAts, $11 visibleAts, $12 body
+ * lengths: one array element per message. Inserts
  * them in array order (seq follows it). In a FIFO queue ($2) each joins the group of its key ("" without
  * one), has priority 0, and is its group's head if it is the group's first in the batch and the group
  * holds no message yet; the caller holds the groups' locks, taken by an earlier statement, so that this
@@ -194,25 +205,26 @@ export const dedupDeleteExpired = `
 export const messageInsertManyIn = (schema: string) => `
   INSERT INTO "${schema}".messages (queue_id, id, body, content_type, headers, key, priority, dedup_id,
     group_key, head, published_at, visible_at)
-  SELECT $1, m.id, m.body, m.content_type, m.headers, m.key, CASE WHEN $2 THEN 0 ELSE m.priority END,
+  SELECT $1, m.id, ${bodyOf("$4")}, m.content_type, m.headers, m.key, CASE WHEN $2 THEN 0 ELSE m.priority END,
     m.dedup_id, CASE WHEN $2 THEN coalesce(m.key, '') END,
     $2 AND m.ord = min(m.ord) OVER (PARTITION BY coalesce(m.key, ''))
       AND NOT EXISTS (SELECT 1 FROM "${schema}".messages x
                       WHERE x.queue_id = $1 AND x.group_key = coalesce(m.key, '')),
     m.published_at, m.visible_at
-  FROM unnest($3::text[], $4::bytea[], $5::text[], $6::text[], $7::text[], $8::smallint[], $9::text[],
-    $10::bigint[], $11::bigint[])
-    WITH ORDINALITY AS m(id, body, content_type, headers, key, priority, dedup_id, published_at, visible_at, ord)
+  FROM ${withBodyStarts(`unnest($3::text[], $12::int[], $5::text[], $6::text[], $7::text[], $8::smallint[],
+    $9::text[], $10::bigint[], $11::bigint[])
+    WITH ORDINALITY AS u(id, body_length, content_type, headers, key, priority, dedup_id, published_at,
+      visible_at, ord)`)} m
   ORDER BY m.ord`;
 
 /**
  * A send's insert and its count in one statement (one round trip fewer per send in a transaction):
- * messageInsertManyIn's parameters, and $12 the counter shard that `published` is added to.
+ * messageInsertManyIn's parameters, and $13 the counter shard that `published` is added to.
  */
 export const messageInsertManyCountedIn = (schema: string) => `
   WITH inserted AS (${messageInsertManyIn(schema)} RETURNING 1)
   INSERT INTO "${schema}".queue_counters AS c (queue_id, shard, published)
-  SELECT $1, $12, count(*) FROM inserted HAVING count(*) > 0
+  SELECT $1, $13, count(*) FROM inserted HAVING count(*) > 0
   ON CONFLICT (queue_id, shard) DO UPDATE SET published = c.published + excluded.published`;
 
 /**
@@ -531,18 +543,20 @@ export const bindingDeleteByDestination = `DELETE FROM bindings WHERE destinatio
  * lock the queue row against deletion, insert the messages in array order, add to a counter shard.
  * It writes only if the queue is standard, and says which kind it found: a FIFO queue of that name (one
  * deleted and created again, perhaps on another node) takes the transactional path instead.
- * $1 name, $2 ids, $3 bodies, $4 contentTypes, $5 headers, $6 keys, $7 priorities, $8 publishedAts,
- * $9 visibleAts, $10 shard; with `notify`, also $11 channel and $12 payload of the wake-up NOTIFY,
- * sent by the same commit. Returns: { queue_id, kind } when the queue exists, else no row.
+ * $1 name, $2 ids, $3 bodies (one after the other, messageColumns), $4 contentTypes, $5 headers, $6 keys,
+ * $7 priorities, $8 publishedAts, $9 visibleAts, $10 shard, $11 body lengths; with `notify`, also $12
+ * channel and $13 payload of the wake-up NOTIFY, sent by the same commit. Returns: { queue_id, kind }
+ * when the queue exists, else no row.
  */
 const queueSend = (notify: boolean) => `
   WITH q AS (SELECT queue_id, kind FROM queues WHERE name = $1 FOR KEY SHARE),
   inserted AS (
     INSERT INTO messages (queue_id, id, body, content_type, headers, key, priority, published_at, visible_at)
-    SELECT q.queue_id, m.id, m.body, m.content_type, m.headers, m.key, m.priority, m.published_at, m.visible_at
-    FROM q, unnest($2::text[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::smallint[],
+    SELECT q.queue_id, m.id, ${bodyOf("$3")}, m.content_type, m.headers, m.key, m.priority, m.published_at,
+      m.visible_at
+    FROM q, ${withBodyStarts(`unnest($2::text[], $11::int[], $4::text[], $5::text[], $6::text[], $7::smallint[],
       $8::bigint[], $9::bigint[])
-      WITH ORDINALITY AS m(id, body, content_type, headers, key, priority, published_at, visible_at, ord)
+      WITH ORDINALITY AS u(id, body_length, content_type, headers, key, priority, published_at, visible_at, ord)`)} m
     WHERE q.kind = 'standard'
     ORDER BY m.ord
   ),
@@ -552,7 +566,7 @@ const queueSend = (notify: boolean) => `
     ON CONFLICT (queue_id, shard) DO UPDATE SET published = c.published + excluded.published
   )
   SELECT queue_id, kind${
-    notify ? `, CASE WHEN kind = 'standard' THEN pg_notify($11, $12) END AS notified` : ""
+    notify ? `, CASE WHEN kind = 'standard' THEN pg_notify($12, $13) END AS notified` : ""
   } FROM q`;
 
 /** The send with its wake-up NOTIFY sent separately, after the commit (PostgresStore.announceCommitted). */
@@ -568,32 +582,32 @@ export const queueSendNotifyingStatement = queueSend(true);
 /**
  * The one-statement send with a hand-off (store.ts Handoff): the messages ranked 1 to the queue's
  * in-flight room are inserted already leased, the rest as queueSendStatement inserts them; never
- * NOTIFYs (the caller announces what was left available). $1–$10 as queueSend, then $11 ranks (per
- * message, 0 or its rank, store.ts handoffRanks), $12 max, $13 inFlightMax, $14 now, $15 the
- * lease expiry of each message (read for those leased), $16 tokenBase (the message of rank r gets
+ * NOTIFYs (the caller announces what was left available). $1–$11 as queueSend, then $12 ranks (per
+ * message, 0 or its rank, store.ts handoffRanks), $13 max, $14 inFlightMax, $15 now, $16 the
+ * lease expiry of each message (read for those leased), $17 tokenBase (the message of rank r gets
  * tokenBase + r). Returns: { queue_id,
  * kind, seqs, tokens } when the queue exists, seqs and tokens of the leased messages in rank order.
  */
 export const queueSendHandingOffStatement = `
   WITH q AS (SELECT queue_id, kind FROM queues WHERE name = $1 FOR KEY SHARE),
   room AS (
-    SELECT greatest(0, least($12::int,
-      $13::int - ${inFlightWhereCeilingBinds("(SELECT queue_id FROM q)", "$14", "$12::int", "$13::int")})) AS n
+    SELECT greatest(0, least($13::int,
+      $14::int - ${inFlightWhereCeilingBinds("(SELECT queue_id FROM q)", "$15", "$13::int", "$14::int")})) AS n
   ),
   inserted AS (
     INSERT INTO messages (queue_id, id, body, content_type, headers, key, priority, published_at, visible_at,
       delivery_count, first_delivered_at, lease_token)
-    SELECT q.queue_id, m.id, m.body, m.content_type, m.headers, m.key, m.priority, m.published_at,
+    SELECT q.queue_id, m.id, ${bodyOf("$3")}, m.content_type, m.headers, m.key, m.priority, m.published_at,
       CASE WHEN m.leased THEN m.lease_expires_at ELSE m.visible_at END,
       CASE WHEN m.leased THEN 1 ELSE 0 END,
-      CASE WHEN m.leased THEN $14 END,
-      CASE WHEN m.leased THEN $16::bigint + m.rank END
+      CASE WHEN m.leased THEN $15 END,
+      CASE WHEN m.leased THEN $17::bigint + m.rank END
     FROM q, (
-      SELECT u.*, u.rank BETWEEN 1 AND (SELECT n FROM room) AS leased
-      FROM unnest($2::text[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::smallint[], $8::bigint[],
-        $9::bigint[], $11::int[], $15::bigint[])
-        WITH ORDINALITY AS u(id, body, content_type, headers, key, priority, published_at, visible_at, rank,
-          lease_expires_at, ord)
+      SELECT b.*, b.rank BETWEEN 1 AND (SELECT n FROM room) AS leased
+      FROM ${withBodyStarts(`unnest($2::text[], $11::int[], $4::text[], $5::text[], $6::text[], $7::smallint[],
+        $8::bigint[], $9::bigint[], $12::int[], $16::bigint[])
+        WITH ORDINALITY AS u(id, body_length, content_type, headers, key, priority, published_at, visible_at,
+          rank, lease_expires_at, ord)`)} b
     ) m
     WHERE q.kind = 'standard'
     ORDER BY m.ord
