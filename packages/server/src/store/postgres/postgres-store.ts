@@ -33,6 +33,7 @@ import {
 } from "../rows.js";
 import {
   type BindingDestination,
+  bodyByteLength,
   bodyBytes,
   type DeadLetterRoute,
   depthOf,
@@ -183,6 +184,13 @@ interface PlannedMove {
 
 /** The most messages, or receipts, that the calls waiting in a queue's line put into one statement. */
 const lineBatchMax = 1_000;
+/**
+ * The most body bytes that the sends waiting in a queue's line put into one statement: its bodies go as
+ * one bytea parameter (statements.ts bodyOf), and PostgreSQL takes at most 1 GB in a field, where a
+ * thousand bodies of 1 MiB would pass it. One send larger than this (10 MiB requests allow it only
+ * within the 1 GB) goes alone.
+ */
+const lineBatchBodyBytesMax = 64 * 1024 * 1024;
 
 export class PostgresStore implements Store {
   /** Writes run side by side on pooled connections; each commits when it is done. */
@@ -211,13 +219,18 @@ export class PostgresStore implements Store {
    */
   private readonly sendLines = new StatementLines<LineSend, SendOutcome | undefined>(
     (_queue, sends) => this.queueSendBatch(sends),
-    (line) => line.send.messages.length,
-    lineBatchMax,
+    [
+      { sizeOf: (line) => line.send.messages.length, max: lineBatchMax },
+      {
+        sizeOf: (line) =>
+          line.send.messages.reduce((bytes, message) => bytes + bodyByteLength(message.body), 0),
+        max: lineBatchBodyBytesMax,
+      },
+    ],
   );
   private readonly ackLines = new StatementLines<string[], ReceiptResult[] | undefined>(
     (queue, receipts) => this.queueAckBatch(queue, receipts),
-    (receipts) => receipts.length,
-    lineBatchMax,
+    [{ sizeOf: (receipts) => receipts.length, max: lineBatchMax }],
   );
 
   private constructor(options: PostgresStoreOptions, schema: string) {
