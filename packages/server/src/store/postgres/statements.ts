@@ -1,7 +1,8 @@
 /**
  * Every SQL statement the PostgreSQL store runs, one named constant each, with what it does, its
  * parameters ($n, in order) and what it returns. Batches travel as arrays and are expanded with
- * unnest(), so one statement handles a whole batch in one round trip. A parameter documented as
+ * unnest(), so one statement handles a whole batch in one round trip; a batch's bodies travel as one
+ * bytea with their lengths instead (bodyOf). A parameter documented as
  * "groups (NULL: any)" restricts a statement to FIFO groups whose advisory locks the transaction holds.
  */
 
