@@ -406,7 +406,7 @@ export function exerciseStore(factory: StoreFactory): void {
         );
       });
 
-      test("bodies of many lengths in one batch keep their bytes and their order, sent or handed off", async () => {
+      test("bodies of many lengths in one batch keep their bytes and their order, sent, handed off or deduplicated", async () => {
         // Lengths around the edges of a store's packing of a batch: empty, one byte, odd, large.
         const lengths = [0, 1, 7, 1_000, 65_537, 0, 3];
         const bodies = lengths.map((length, i) =>
@@ -427,6 +427,14 @@ export function exerciseStore(factory: StoreFactory): void {
           [...handed, ...rest].map((m) => Buffer.from(m.body).toString("hex")),
           bodies.map((body) => body.toString("hex")),
           "handed off (the first four), then leased",
+        );
+        // With dedupIds a send writes in a transaction of its own (the PostgreSQL store's other insert).
+        const deduplicated = messages().map((m, i) => ({ ...m, dedupId: `d${i}` }));
+        await send({ queue: "q", messages: deduplicated, policy: { dedupWindowMs: 60_000, overflow: null } });
+        assert.deepEqual(
+          (await lease("q", t0, 20)).messages.map((m) => Buffer.from(m.body).toString("hex")),
+          bodies.map((body) => body.toString("hex")),
+          "sent with dedupIds, then leased",
         );
       });
 
