@@ -80,9 +80,14 @@ function valueEnd(bytes: Buffer, at: number): number {
 
 /** Whether the key at [start, end) (with its quotes) is `name`, which has no character to escape. */
 function keyIs(bytes: Buffer, start: number, end: number, name: string): boolean {
-  const inner = bytes.toString("latin1", start + 1, end - 1);
-  if (inner === name) return true;
-  return inner.includes("\\") && JSON.parse(bytes.toString("utf8", start, end)) === name;
+  // Compared byte by byte: a string made for every member of every message would be garbage.
+  if (end - start - 2 === name.length) {
+    let i = 0;
+    while (i < name.length && bytes[start + 1 + i] === name.charCodeAt(i)) i++;
+    if (i === name.length) return true;
+  }
+  const escaped = bytes.indexOf(backslash, start + 1);
+  return escaped !== -1 && escaped < end && JSON.parse(bytes.toString("utf8", start, end)) === name;
 }
 
 /**

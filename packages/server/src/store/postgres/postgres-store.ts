@@ -187,8 +187,7 @@ const lineBatchMax = 1_000;
 /**
  * The most body bytes that the sends waiting in a queue's line put into one statement: its bodies go as
  * one bytea parameter (statements.ts bodyOf), and PostgreSQL takes at most 1 GB in a field, where a
- * thousand bodies of 1 MiB would pass it. One send larger than this (10 MiB requests allow it only
- * within the 1 GB) goes alone.
+ * thousand bodies of 1 MiB would pass it. One send (a request, at most 10 MiB) always fits.
  */
 const lineBatchBodyBytesMax = 64 * 1024 * 1024;
 
