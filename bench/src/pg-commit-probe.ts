@@ -24,7 +24,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { pidsNamed, processCpuSeconds } from "./cpu.js";
-import { benchSchemaName, dropSchema } from "./postgres.js";
+import { benchSchemaName, dropSchema, withPgClient } from "./postgres.js";
 import { type Percentiles, percentiles } from "./statistics.js";
 
 const bodyBytes = 1024;
@@ -67,30 +67,27 @@ async function runRound(
   const pending = new Set<Promise<void>>();
   const cpuBefore = postgresCpuSeconds();
   const startMs = performance.now() + 20;
-  const one = async (index: number, intendedAtMs: number): Promise<void> => {
+  /** Issues the round's timed statement; answers the inserted row's id. */
+  const timed = async (): Promise<string | undefined> => {
     if (round === "select") {
       await pool.query({ name: "probe_select", text: "SELECT 1" });
-    } else {
-      const { rows } = await pool.query<{ id: string }>({
-        name: "probe_insert",
-        text: "INSERT INTO probe (body) VALUES ($1) RETURNING id",
-        values: [body],
-      });
-      const latencyMs = performance.now() - intendedAtMs;
-      all.push(latencyMs);
-      if (index >= rate) steady.push(latencyMs);
-      if (round === "insert+delete") {
-        await pool.query({
-          name: "probe_delete",
-          text: "DELETE FROM probe WHERE id = $1",
-          values: [rows[0]?.id],
-        });
-      }
-      return;
+      return undefined;
     }
+    const { rows } = await pool.query<{ id: string }>({
+      name: "probe_insert",
+      text: "INSERT INTO probe (body) VALUES ($1) RETURNING id",
+      values: [body],
+    });
+    return rows[0]?.id;
+  };
+  const one = async (index: number, intendedAtMs: number): Promise<void> => {
+    const id = await timed();
     const latencyMs = performance.now() - intendedAtMs;
     all.push(latencyMs);
     if (index >= rate) steady.push(latencyMs);
+    if (round === "insert+delete") {
+      await pool.query({ name: "probe_delete", text: "DELETE FROM probe WHERE id = $1", values: [id] });
+    }
   };
   // Each turn issues every statement whose time has come (a late turn issues the overdue ones together,
   // each still timed from its own intended start), then sleeps until the next is due.
@@ -110,13 +107,12 @@ async function runRound(
 }
 
 const schema = benchSchemaName("commitprobe", url);
-const admin = new pg.Client({ connectionString: url });
-await admin.connect();
-await admin.query(`CREATE SCHEMA "${schema}"`);
-await admin.query(`CREATE TABLE "${schema}".probe (id bigserial PRIMARY KEY, body bytea NOT NULL)`);
-await admin.end();
 const pool = new pg.Pool({ connectionString: url, max: poolSize, options: `-c search_path=${schema}` });
 try {
+  await withPgClient(url, async (client) => {
+    await client.query(`CREATE SCHEMA "${schema}"`);
+    await client.query(`CREATE TABLE "${schema}".probe (id bigserial PRIMARY KEY, body bytea NOT NULL)`);
+  });
   const ms = (value: number) => value.toFixed(2);
   console.log(`${rate} statements/s for ${seconds} s each, a pool of ${poolSize}, bodies of ${bodyBytes} B`);
   for (const round of ["select", "insert", "insert+delete"] as const) {
