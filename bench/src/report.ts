@@ -4,7 +4,7 @@ import type { KeyedQueuePhase, QueueKind } from "./fifo.js";
 import type { FsyncProbeResult } from "./fsync-probe.js";
 import { fifoThroughputRatioMin } from "./limits.js";
 import type { WorkloadCosts } from "./measure.js";
-import type { BenchOptions, Command } from "./options.js";
+import type { BenchOptions, Command, RunSpec } from "./options.js";
 import type { RunReport } from "./run.js";
 import type { Percentiles } from "./statistics.js";
 
@@ -510,33 +510,35 @@ const rabbitReference =
  * it did. A run with no twin (compare-pg's SQLite run is pull only) is left out.
  */
 export function consumersVerdict(runs: readonly RunReport[]): string[] {
-  const hopperRuns = runs.filter((run) => run.spec.target === "hopper");
-  const setupOf = ({ spec }: RunReport) =>
-    spec.target !== "hopper" ? "" : spec.store === "postgres" ? `postgres/${spec.nodes}` : spec.store;
-  const consumerOf = ({ spec }: RunReport) => (spec.target === "hopper" ? spec.consumer : undefined);
+  type HopperRun = RunReport & { spec: Extract<RunSpec, { target: "hopper" }> };
+  const hopperRuns = runs.filter((run): run is HopperRun => run.spec.target === "hopper");
+  const setupOf = ({ spec }: HopperRun) =>
+    spec.store === "postgres" ? `postgres/${spec.nodes}` : spec.store;
   const pairs = hopperRuns.flatMap((pull) => {
-    if (consumerOf(pull) !== "pull") return [];
-    const push = hopperRuns.find((run) => consumerOf(run) === "push" && setupOf(run) === setupOf(pull));
+    if (pull.spec.consumer !== "pull") return [];
+    const push = hopperRuns.find((run) => run.spec.consumer === "push" && setupOf(run) === setupOf(pull));
     return push ? [{ pull, push }] : [];
   });
   const lines: string[] = [];
+  const higherIsBetter = (
+    prefix: string,
+    name: string,
+    pullValue: number | undefined,
+    pushValue: number | undefined,
+    unit: string,
+  ) => {
+    if (pullValue === undefined || pushValue === undefined) return;
+    const ratio = pushValue / pullValue;
+    lines.push(
+      `- ${prefix}${name}: push ${integer.format(pushValue)} ${unit}, pull ${integer.format(pullValue)} ${unit}: ` +
+        `push ÷ pull = ${fine.format(ratio)}× (${ratio > 1 ? "push beats pull" : "push does NOT beat pull"})`,
+    );
+  };
   for (const { pull, push } of pairs) {
     // With several pairs each line names its pull run; with one, the table above says which it is.
     const prefix = pairs.length > 1 ? `${pull.label}: ` : "";
-    const higherIsBetter = (
-      name: string,
-      pullValue: number | undefined,
-      pushValue: number | undefined,
-      unit: string,
-    ) => {
-      if (pullValue === undefined || pushValue === undefined) return;
-      const ratio = pushValue / pullValue;
-      lines.push(
-        `- ${prefix}${name}: push ${integer.format(pushValue)} ${unit}, pull ${integer.format(pullValue)} ${unit}: ` +
-          `push ÷ pull = ${fine.format(ratio)}× (${ratio > 1 ? "push beats pull" : "push does NOT beat pull"})`,
-      );
-    };
     higherIsBetter(
+      prefix,
       "W1 end to end",
       pull.throughput?.endToEndPerSecond,
       push.throughput?.endToEndPerSecond,
@@ -552,6 +554,7 @@ export function consumersVerdict(runs: readonly RunReport[]): string[] {
       );
     }
     higherIsBetter(
+      prefix,
       "Fan-out deliveries",
       pull.fanout?.deliveriesPerSecond,
       push.fanout?.deliveriesPerSecond,

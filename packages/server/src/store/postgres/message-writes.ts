@@ -86,7 +86,6 @@ export function messageColumns(messages: readonly NewMessage[]) {
   const bodies: Buffer[] = [];
   const columns = {
     ids: [] as string[],
-    bodies: Buffer.alloc(0),
     bodyLengths: [] as number[],
     contentTypes: [] as string[],
     headers: [] as (string | null)[],
@@ -109,8 +108,7 @@ export function messageColumns(messages: readonly NewMessage[]) {
     columns.publishedAts.push(m.publishedAt);
     columns.visibleAts.push(m.visibleAt);
   }
-  columns.bodies = Buffer.concat(bodies);
-  return columns;
+  return { ...columns, bodies: Buffer.concat(bodies) };
 }
 
 /** The group key of a message in a FIFO queue: its key, or "" for the keyless group. */
