@@ -51,6 +51,12 @@ export interface QueueStats {
   available: number;
   delayed: number;
   inFlight: number;
+  /**
+   * Messages whose body no longer matches the checksum stored with it, kept because the queue has no
+   * dead-letter target: never delivered, shown by peek with `corrupt: true`, removed by a purge.
+   * Only SQLite ever counts any (docs/reliability.md).
+   */
+  corrupt: number;
   oldestMessageAgeMs: number;
   consumers: number;
   published: number;
@@ -142,11 +148,17 @@ export type PeekedMessage = Omit<ReceivedMessage, "receipt" | "firstDeliveredAt"
    * when the queue does not deduplicate (`dedupWindowMs` 0), whatever the message carried.
    */
   dedupId: string | null;
+  /**
+   * Present, and true, on a message whose body failed its checksum: it is never delivered, and its
+   * stored bytes come as `bodyBase64` whatever its content type, since they may no longer be JSON.
+   */
+  corrupt?: true;
 };
 
 /**
  * The headers the server sets on a dead-lettered message. `x-dead-letter-reason` is `max_deliveries`
- * (delivered too often) or `max_depth` (pushed out by `overflow: "dead-letter-oldest"`).
+ * (delivered too often), `max_depth` (pushed out by `overflow: "dead-letter-oldest"`) or `corrupt`
+ * (its body failed its checksum in the store; it stays undeliverable there too).
  */
 export const deadLetterHeaders = {
   reason: "x-dead-letter-reason",

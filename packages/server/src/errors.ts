@@ -43,6 +43,7 @@ export const errorCatalog = {
   too_many_subscriptions: { status: 429, message: "The most signal subscriptions allowed are taken." },
   store_full: { status: 507, message: "The store holds the most message bytes it allows." },
   unavailable: { status: 503, message: "The store is not reachable." },
+  store_damaged: { status: 500, message: "The store's files are damaged; the server refuses to serve them." },
   internal: { status: 500, message: "An internal error occurred." },
 } as const satisfies Record<string, { status: number; message: string }>;
 
@@ -129,6 +130,16 @@ export function deadLetterExchangeNotFound(exchange: string): HopperError {
     `Dead-letter exchange "${exchange}" does not exist.`,
     { exchange },
   );
+}
+
+/**
+ * A store's file failed a check as the store opened (docs/reliability.md): `file` is the file,
+ * `failed` what was found, `todo` what the operator can do. The server does not start.
+ */
+export function storeDamaged(file: string, failed: string, todo: string): HopperError {
+  return new HopperError("store_damaged", `${file}: ${failed} Hopper refuses to serve it. ${todo}`, {
+    file,
+  });
 }
 
 /** Asserts a programmer's invariant; a failure is a bug and crashes loudly. */

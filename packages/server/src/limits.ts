@@ -88,6 +88,9 @@ export const limits = {
    * checkpoint thread has copied nearly all of them by then; under steady writes this is where the
    * WAL restarts (docs/architecture.md). */
   walBackstopPages: 10_000,
+  /** Problems the SQLite store's check at start (PRAGMA quick_check) reports at most: enough to say
+   * what is damaged and where, short enough to read in one error message. */
+  integrityProblemsShownMax: 5,
   /** The message bytes the log store holds in memory at most (bodies, plus about 256 bytes a message):
    * a send beyond it is refused with store_full (docs/log-store.md). */
   logStoreBytesMax: 1024 * 1024 * 1024,

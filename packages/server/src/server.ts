@@ -27,6 +27,8 @@ export interface ServerOptions {
   /** The SQLite file; ":memory:" for a throwaway broker. Ignored when `postgresUrl` is given. */
   dataPath: string;
   durability?: Durability;
+  /** SQLite only: false skips PRAGMA quick_check at start, for a very large file (docs/reliability.md). */
+  integrityCheck?: boolean;
   /** A postgres:// URL: state lives in PostgreSQL, shared with every node given the same URL. */
   postgresUrl?: string;
   /** A directory: state lives in memory and in an append-only log there (docs/log-store.md). */
@@ -61,7 +63,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       })
     : options.logDir
       ? LogStore.open({ dir: options.logDir, durability: options.durability ?? "fsync", random })
-      : new SqliteStore({ path: options.dataPath, durability: options.durability ?? "fsync", random });
+      : new SqliteStore({
+          path: options.dataPath,
+          durability: options.durability ?? "fsync",
+          random,
+          integrityCheck: options.integrityCheck ?? true,
+        });
   const logger = options.logLevel === false ? false : { level: options.logLevel ?? "warn" };
   const broker = new QueueBroker(store, clock, random, {
     info: () => {},

@@ -62,6 +62,8 @@ export interface QueueStats {
   available: number;
   delayed: number;
   inFlight: number;
+  /** Messages whose body failed its checksum, kept without a dead-letter target (QueueDepth.corrupt). */
+  corrupt: number;
   oldestMessageAgeMs: number;
   consumers: number;
   published: number;
@@ -152,6 +154,8 @@ export class QueueBroker {
   private cancelLeadershipCheck: (() => void) | undefined;
   /** Messages that left with their deleted queue; the queue's own counters went with it. */
   removedWithDeletedQueues = 0;
+  /** Messages whose body failed its checksum as a lease read them, since this process started. */
+  corruptFound = 0;
   private readonly tasks: RedriveTasks;
 
   constructor(
@@ -328,6 +332,7 @@ export class QueueBroker {
         available: depth.available,
         delayed: depth.delayed,
         inFlight: depth.inFlight,
+        corrupt: depth.corrupt,
         oldestMessageAgeMs: depth.oldestPublishedAt === null ? 0 : Math.max(0, now - depth.oldestPublishedAt),
         consumers: this.receiving.get(queue.name) ?? 0,
         ...queue.counters,
@@ -666,7 +671,11 @@ export class QueueBroker {
     const leaseMs = visibilityTimeoutMs ?? queue.attributes.visibilityTimeoutMs;
     const leaseExpiresAt = now + leaseMs;
     const deadLetter = await this.deadLetterRoute(queue);
-    const { messages, deadLettered } = await this.store.queueLease({
+    const {
+      messages,
+      deadLettered,
+      corrupt = 0,
+    } = await this.store.queueLease({
       queue: queue.name,
       max,
       now,
@@ -680,6 +689,14 @@ export class QueueBroker {
     // Deleted at once, the FIFO heads handed their groups on: other long polls may take the next.
     if (messages.length > 0 && autoAck && queue.kind === "fifo") this.waiters.notify(queue.name);
     this.deadLettered(deadLetter, deadLettered);
+    if (corrupt > 0) {
+      this.corruptFound += corrupt;
+      // Never silent: a body changed on disk is the store's damage, which an operator must hear of.
+      this.log.error(
+        { queue: queue.name, corrupt, deadLettered: deadLetter !== null },
+        "messages whose body failed its checksum were withheld from delivery",
+      );
+    }
     return messages;
   }
 

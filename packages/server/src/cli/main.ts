@@ -3,6 +3,7 @@
 import { Command } from "commander";
 import { addDlqCommands } from "./dlq-commands.js";
 import { addConnectionOptions, reportFailure } from "./flags.js";
+import { addLogCommands } from "./log-commands.js";
 import { addMessageCommands } from "./message-commands.js";
 import { addQueueCommands } from "./queue-commands.js";
 import type { ServeFlags } from "./serve.js";
@@ -31,6 +32,10 @@ program
   )
   .option("--api-key <key>", "accept this API key (repeatable; also HOPPER_API_KEYS)", collect, [])
   .option("--log-level <level>", "fatal, error, warn, info, debug", "warn")
+  .option(
+    "--skip-integrity-check",
+    "SQLite: start without PRAGMA quick_check of the file (it reads all of it: slow on a very large file)",
+  )
   .action(serve);
 
 // Program options stop at the command name: `serve --api-key` names a key to accept, while the
@@ -44,6 +49,7 @@ program.exitOverride();
 addQueueCommands(program);
 addMessageCommands(program);
 addDlqCommands(program);
+addLogCommands(program);
 
 /**
  * Loads the server (Fastify, SQLite, metrics) only when `serve` runs: importing it costs most of a

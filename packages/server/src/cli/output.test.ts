@@ -18,6 +18,7 @@ const stats: QueueStats = {
   available: 12,
   delayed: 1,
   inFlight: 3,
+  corrupt: 1,
   oldestMessageAgeMs: 125_000,
   consumers: 0,
   published: 20,
@@ -134,11 +135,12 @@ test("statPairs lists depths, the oldest age, then every counter", () => {
   const pairs = new Map(statPairs({ ...stats, purged: 5 }));
   assert.equal(pairs.get("oldest message age"), "2m 5s");
   assert.equal(pairs.get("in flight"), "3");
+  assert.equal(pairs.get("corrupt"), "1");
   assert.equal(pairs.get("dead-lettered"), "2");
   assert.equal(pairs.get("purged"), "5");
   assert.equal(pairs.get("dropped"), "3");
   assert.equal(pairs.get("redriven"), "4");
-  assert.equal(pairs.size, 15);
+  assert.equal(pairs.size, 16);
 });
 
 test("formatBody pretty-prints JSON, decodes text/* and leaves other bytes as base64", () => {

@@ -169,11 +169,12 @@ function formatRetry(retry: RetryPolicy): string {
 
 /** One row per known statistic, in a fixed order, then any the CLI does not know. */
 export function statPairs(stats: QueueStats): Pair[] {
-  const { available, inFlight, delayed, oldestMessageAgeMs, ...counters } = stats;
+  const { available, inFlight, delayed, corrupt, oldestMessageAgeMs, ...counters } = stats;
   const pairs: Pair[] = [
     ["available", String(available)],
     ["in flight", String(inFlight)],
     ["delayed", String(delayed)],
+    ["corrupt", String(corrupt)],
     ["oldest message age", formatAge(oldestMessageAgeMs)],
   ];
   const labels: Record<string, string> = { deadLettered: "dead-lettered" };

@@ -1,6 +1,7 @@
 /** `hopper serve`: runs the broker until SIGINT or SIGTERM, then drains and closes the store. */
 import { resolve } from "node:path";
 import { startServer } from "../server.js";
+import { recoveryReport } from "../store/log/log-salvage.js";
 import { LogStore } from "../store/log/log-store.js";
 import type { Durability } from "../store/store.js";
 
@@ -16,6 +17,8 @@ export interface ServeFlags {
   pgSchema: string;
   apiKey: string[];
   logLevel: string;
+  /** SQLite: start without PRAGMA quick_check (docs/reliability.md). */
+  skipIntegrityCheck?: boolean;
 }
 
 export async function serve(flags: ServeFlags): Promise<void> {
@@ -50,16 +53,15 @@ export async function serve(flags: ServeFlags): Promise<void> {
     port,
     dataPath,
     durability: flags.durability as Durability,
+    integrityCheck: flags.skipIntegrityCheck !== true,
     ...(postgresUrl && { postgresUrl, postgresSchema: flags.pgSchema }),
     ...(logDir && { logDir }),
     apiKeys,
     logLevel: flags.logLevel,
   });
-  const truncated = server.store instanceof LogStore ? server.store.logStats.truncatedBytes : 0;
-  if (truncated > 0) {
-    // Never silent: what a crash tore off the log's end was never confirmed, but an operator should know.
-    console.error(`log store: opening cut ${truncated} bytes of a torn record from the end of the log`);
-  }
+  // Never silent: what recovery cut or set aside was never confirmed, but an operator should know.
+  if (server.store instanceof LogStore && server.store.recovery !== undefined)
+    for (const line of recoveryReport(server.store.recovery)) console.error(`log store: ${line}`);
   const store = postgresUrl
     ? `PostgreSQL ${redactPassword(postgresUrl)} (schema ${flags.pgSchema})`
     : logDir

@@ -117,20 +117,29 @@ export function toStoredMessage(row: MessageRow): StoredMessage {
 export interface DepthColumns {
   depth_delayed: number;
   depth_in_flight: number;
+  /** SQLite only: the messages marked corrupt (QueueDepth.corrupt); PostgreSQL keeps none. */
+  depth_corrupt?: number;
   depth_oldest: number | null;
 }
 
 /**
  * A queue's depth by state: its counters' depth is exact (invariants rule 21), so what is neither
- * delayed nor in flight now is available, and a backlog costs no scan (rule 60).
+ * delayed, in flight nor corrupt now is available, and a backlog costs no scan (rule 60). A corrupt
+ * message is always visible and unleased (SQLite marks it so), so it is counted in no other state.
  */
 export function depthByState(
   counters: QueueCounters,
-  notVisible: { delayed: number; inFlight: number },
+  notAvailable: { delayed: number; inFlight: number; corrupt?: number },
   oldestPublishedAt: number | null,
 ): QueueDepth {
-  const { delayed, inFlight } = notVisible;
-  return { available: depthOf(counters) - delayed - inFlight, delayed, inFlight, oldestPublishedAt };
+  const { delayed, inFlight, corrupt = 0 } = notAvailable;
+  return {
+    available: depthOf(counters) - delayed - inFlight - corrupt,
+    delayed,
+    inFlight,
+    corrupt,
+    oldestPublishedAt,
+  };
 }
 
 /** One entry of a listing with depths, from its row and the store's own mapping of the queue row. */
@@ -138,7 +147,13 @@ export function withDepth<Row>(
   row: Row & DepthColumns,
   toRecord: (row: Row) => QueueRecord,
 ): { queue: QueueRecord; depth: QueueDepth } {
-  const { depth_delayed: delayed, depth_in_flight: inFlight, depth_oldest: oldest, ...queueRow } = row;
+  const {
+    depth_delayed: delayed,
+    depth_in_flight: inFlight,
+    depth_corrupt: corrupt,
+    depth_oldest: oldest,
+    ...queueRow
+  } = row;
   const queue = toRecord(queueRow as Row);
-  return { queue, depth: depthByState(queue.counters, { delayed, inFlight }, oldest) };
+  return { queue, depth: depthByState(queue.counters, { delayed, inFlight, corrupt }, oldest) };
 }

@@ -139,12 +139,14 @@ export function exerciseStore(factory: StoreFactory): void {
           available: 1,
           delayed: 1,
           inFlight: 1,
+          corrupt: 0,
           oldestPublishedAt: t0,
         });
         assert.deepEqual(await store.queueDepth({ name: "q", now: t0 + 20_000 }), {
           available: 2,
           delayed: 0,
           inFlight: 1,
+          corrupt: 0,
           oldestPublishedAt: t0,
         });
       });
@@ -180,9 +182,21 @@ export function exerciseStore(factory: StoreFactory): void {
         const [other, empty, q] = (await store.queueListWithDepth({ now: t0 + 10 })).map(
           ({ depth }) => depth,
         );
-        assert.deepEqual(other, { available: 1, delayed: 0, inFlight: 0, oldestPublishedAt: t0 + 1 });
-        assert.deepEqual(empty, { available: 0, delayed: 0, inFlight: 0, oldestPublishedAt: null });
-        assert.deepEqual(q, { available: 1, delayed: 1, inFlight: 1, oldestPublishedAt: t0 + 3 });
+        assert.deepEqual(other, {
+          available: 1,
+          delayed: 0,
+          inFlight: 0,
+          corrupt: 0,
+          oldestPublishedAt: t0 + 1,
+        });
+        assert.deepEqual(empty, {
+          available: 0,
+          delayed: 0,
+          inFlight: 0,
+          corrupt: 0,
+          oldestPublishedAt: null,
+        });
+        assert.deepEqual(q, { available: 1, delayed: 1, inFlight: 1, corrupt: 0, oldestPublishedAt: t0 + 3 });
 
         // Pages: the names after `after`, at most `limit`, and together the whole listing.
         const names = async (page: { after?: string; limit?: number }) =>

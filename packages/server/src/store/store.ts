@@ -141,6 +141,13 @@ export interface QueueDepth {
   available: number;
   delayed: number;
   inFlight: number;
+  /**
+   * Messages whose body failed its checksum and that had no dead-letter target: kept, never leased,
+   * until a purge, a retention sweep or an overflow removes them. Only the SQLite store finds any (its
+   * file keeps no page checksums); the log store checks a CRC on every record as it recovers, and
+   * PostgreSQL its own page checksums where they are enabled, so both answer 0.
+   */
+  corrupt: number;
   oldestPublishedAt: number | null;
 }
 
@@ -228,6 +235,8 @@ export interface StoredMessage extends Omit<NewMessage, "body"> {
   body: Buffer | string;
   deliveryCount: number;
   firstDeliveredAt: number | null;
+  /** Set, by peek only, on a message whose body no longer matches the checksum stored with it. */
+  corrupt?: true;
 }
 
 /** A body as bytes, to write it where only bytes go (a dead-letter copy, a move, PostgreSQL's bytea). */
@@ -372,6 +381,10 @@ export interface Store {
    * The answer may come before the lease itself is durable, once the messages it hands out are (the log
    * store; docs/log-store.md): a crash then takes the lease back, the message is available again with
    * its delivery count as before, and the receipt is stale. With `autoAck` the deletes are durable first.
+   *
+   * A candidate whose body fails its checksum (SQLite only, docs/reliability.md) is never leased: it
+   * goes to the dead-letter target with reason `corrupt`, or, without one, stays in the queue marked
+   * corrupt (QueueDepth.corrupt). `corrupt` counts the messages found so.
    */
   queueLease(params: {
     queue: string;
@@ -382,7 +395,7 @@ export interface Store {
     inFlightMax: number;
     deadLetter: DeadLetterRoute | null;
     autoAck?: boolean;
-  }): Promise<{ messages: LeasedMessage[]; deadLettered: number }>;
+  }): Promise<{ messages: LeasedMessage[]; deadLettered: number; corrupt?: number }>;
 
   /**
    * Deletes each message whose latest lease the receipt names. (Whenever a FIFO group's head leaves
@@ -477,11 +490,14 @@ export interface Store {
   }): Promise<{ nextVisibleAt: number | null; oldestPublishedAt: number | null }>;
 }
 
+/** Why a message was dead-lettered, as its x-dead-letter-reason header says. */
+export type DeadLetterReason = "max_deliveries" | "max_depth" | "corrupt";
+
 /** Headers the broker adds when it dead-letters a message (API.md). */
 export function deadLetterHeaders(
   message: StoredMessage,
   sourceQueue: string,
-  reason: "max_deliveries" | "max_depth",
+  reason: DeadLetterReason,
 ): Record<string, string> {
   return {
     ...message.headers,

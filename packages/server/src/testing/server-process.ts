@@ -38,6 +38,8 @@ export interface ServerProcessOptions {
   store?: string;
   /** The PostgreSQL schema (`--pg-schema`); one per test run, so runs never see each other's rows. */
   pgSchema?: string;
+  /** `--skip-integrity-check`: a SQLite server starts without PRAGMA quick_check. */
+  skipIntegrityCheck?: boolean;
   /** Added to the child's environment, e.g. PGAPPNAME to tell its PostgreSQL sessions apart. */
   env?: Readonly<Record<string, string>>;
 }
@@ -136,6 +138,7 @@ export async function startServerProcess(options: ServerProcessOptions): Promise
   if (options.store !== undefined) args.push("--store", options.store);
   if (options.pgSchema !== undefined) args.push("--pg-schema", options.pgSchema);
   for (const key of options.apiKeys ?? []) args.push("--api-key", key);
+  if (options.skipIntegrityCheck) args.push("--skip-integrity-check");
 
   installExitHooks();
   // Keys or a store in the environment would change what the server does; each test says what it wants.

@@ -26,10 +26,14 @@ function renderBody(message: StoredMessage): { body: unknown } | { bodyBase64: s
   return { bodyBase64: base64Text(message.body) };
 }
 
+/**
+ * A peeked message. One whose body failed its checksum shows its stored bytes in base64 and
+ * `corrupt: true`: they may no longer be JSON, and nothing should take them for the message.
+ */
 export function renderStored(message: StoredMessage): Record<string, unknown> {
   return {
     id: message.id,
-    ...renderBody(message),
+    ...(message.corrupt ? { bodyBase64: base64Text(message.body), corrupt: true } : renderBody(message)),
     contentType: message.contentType,
     headers: message.headers,
     key: message.key,

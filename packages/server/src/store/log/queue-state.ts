@@ -397,6 +397,7 @@ export function scanDepth(queue: QueueState, now: number): QueueDepth {
     available: depthOf(queue.counters) - delayed - inFlight,
     delayed,
     inFlight,
+    corrupt: 0,
     oldestPublishedAt: oldest,
   };
 }

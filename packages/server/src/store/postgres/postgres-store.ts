@@ -559,6 +559,8 @@ export class PostgresStore implements Store {
       available: row.available,
       delayed: row.delayed,
       inFlight: row.in_flight,
+      // PostgreSQL keeps no message marked corrupt: its pages carry checksums where the cluster enables them.
+      corrupt: 0,
       oldestPublishedAt: row.oldest,
     };
   }

@@ -16,6 +16,14 @@ interface Job {
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
+/** What runs around every commit (the commit count, commit-count.ts). */
+export interface CommitHooks {
+  /** Last in the transaction, after every job: a throw fails the whole commit. */
+  inTransaction(): void;
+  /** Once the commit returned, before any job hears of it. */
+  committed(): void;
+}
+
 export class GroupCommit {
   private pending: Job[] = [];
   private flushScheduled = false;
@@ -36,6 +44,7 @@ export class GroupCommit {
      * larger than this is split across commits, and the first commit's answers leave while the next
      * one runs. */
     private readonly weightPerCommitMax: number,
+    private readonly hooks?: CommitHooks,
   ) {
     this.begin = db.prepare("BEGIN IMMEDIATE");
     this.commit = db.prepare("COMMIT");
@@ -101,6 +110,7 @@ export class GroupCommit {
     try {
       this.begin.run();
       for (const job of jobs) outcomes.push(this.runInSavepoint(job));
+      this.hooks?.inTransaction();
       this.commit.run();
     } catch (error) {
       // The transaction as a whole failed (for example the disk is full): nothing of it is durable.
@@ -108,6 +118,9 @@ export class GroupCommit {
       for (const job of jobs) job.reject(error);
       return;
     }
+    // Outside the try: the commit is durable, so its jobs are not rejected. A throw here is the disk
+    // failing under the side file; it ends the process before any job is answered.
+    this.hooks?.committed();
     this.stats.commits++;
     this.stats.jobs += jobs.length;
     jobs.forEach((job, i) => {

@@ -20,8 +20,19 @@
  *                  leased, so a group has at most one message in flight and is delivered in order;
  *                  whatever removes a head makes the next message of its group the head in the same
  *                  transaction. (One writer, so no lock is needed to keep this true.)
+ *   body_crc       the CRC-32 of body as stored, checked whenever the body leaves the store: SQLite keeps no
+ *                  page checksums, so a byte changed on disk would otherwise be delivered as the message.
+ *                  NULL on a row stored before the column existed, which is not checked. A dead-letter
+ *                  copy keeps its original's, so a damaged body stays detectable wherever it goes.
+ *   corrupt        1 on a message whose body failed that check and that had no dead-letter target: it is
+ *                  never leased again (its visible_at is in the past and its lease_token NULL, so it
+ *                  counts in no other state) and waits for a purge.
  *
  * dedup remembers, per queue, each dedupId until its window ends (expires_at), acked or not.
+ *
+ * commit_count holds one row: the number of group commits made, bumped inside each one. The same
+ * number is written to a side file after each commit (commit-count.ts), so that a start can tell when
+ * the WAL lost committed transactions (docs/reliability.md).
  */
 export const migrations: readonly string[] = [
   `
@@ -106,5 +117,17 @@ export const migrations: readonly string[] = [
     PRIMARY KEY (queue_id, dedup_id)
   ) STRICT, WITHOUT ROWID;
   CREATE INDEX dedup_by_expiry ON dedup (queue_id, expires_at);
+  `,
+  `
+  ALTER TABLE messages ADD COLUMN body_crc INTEGER;
+  ALTER TABLE messages ADD COLUMN corrupt INTEGER NOT NULL DEFAULT 0;
+  -- Counting a queue's corrupt messages reads this, empty unless something was damaged.
+  CREATE INDEX messages_corrupt ON messages (queue_id) WHERE corrupt = 1;
+
+  CREATE TABLE commit_count (
+    id      INTEGER PRIMARY KEY CHECK (id = 1),
+    commits INTEGER NOT NULL
+  ) STRICT;
+  INSERT INTO commit_count (id, commits) VALUES (1, 0);
   `,
 ];

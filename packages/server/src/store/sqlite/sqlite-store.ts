@@ -36,6 +36,7 @@ import {
   type BindingDestination,
   type BindingRecord,
   bodyBytes,
+  type DeadLetterReason,
   type DeadLetterRoute,
   type Durability,
   deadLetterHeaders,
@@ -63,7 +64,9 @@ import {
   zeroCounters,
 } from "../store.js";
 import { Checkpointer, type CheckpointerStats } from "./checkpointer.js";
+import { CommitCounter, commitCountPath } from "./commit-count.js";
 import { GroupCommit } from "./group-commit.js";
+import { bodyCrc, checkDatabaseFiles } from "./integrity.js";
 import { migrations } from "./schema.js";
 import * as sql from "./statements.js";
 
@@ -74,6 +77,9 @@ export interface SqliteStoreOptions {
    * loses nothing, a power loss may lose the last moments of writes. */
   durability?: Durability;
   random: Random;
+  /** PRAGMA quick_check of the file before it is served (default true); false skips it, for a file so
+   * large that the check would hold the start for long (docs/reliability.md). */
+  integrityCheck?: boolean;
 }
 
 interface ExchangeRow {
@@ -94,6 +100,25 @@ type SqliteQueueRow = QueueRow<string>;
 /** What the paths of every message need of their queue (sql.queueRefByName): 3-5 µs to read, against 11 for the whole row. */
 type QueueRef = Pick<SqliteQueueRow, "queue_id" | "name" | "kind">;
 
+/** A message row as SQLite keeps it: with the checksum of its body, and whether it failed it. */
+interface SqliteMessageRow extends MessageRow {
+  /** CRC-32 of the body as stored; null on a row stored before checksums were kept. */
+  body_crc: number | null;
+  /** 1 once its body failed the checksum and it stayed in its queue (no dead-letter target). */
+  corrupt: number;
+}
+
+/** Whether the row's body is still what was stored: its checksum matches, or it has none to check. */
+function bodyIntact(row: SqliteMessageRow): boolean {
+  return row.body_crc === null || bodyCrc(row.body) === row.body_crc;
+}
+
+/** The checksum a copy of the row (a dead letter) keeps, and whether it is marked corrupt. */
+interface BodyIntegrity {
+  bodyCrc: number | null;
+  corrupt: boolean;
+}
+
 /** The queue read by name, or queue_not_found. */
 function found<Row>(row: Row | undefined, name: string): Row {
   if (!row) throw queueNotFound(name);
@@ -105,7 +130,7 @@ function toSqliteQueueRecord(row: SqliteQueueRow): QueueRecord {
 }
 
 /** A message row read as an array of sql.messageColumns, in their order. */
-function toMessageRow(values: unknown[]): MessageRow {
+function toMessageRow(values: unknown[]): SqliteMessageRow {
   return {
     seq: values[0] as number,
     queue_id: values[1] as number,
@@ -123,6 +148,8 @@ function toMessageRow(values: unknown[]): MessageRow {
     dedup_id: values[13] as string | null,
     group_key: values[14] as string | null,
     head: values[15] as number,
+    body_crc: values[16] as number | null,
+    corrupt: values[17] as number,
   };
 }
 
@@ -137,9 +164,20 @@ export class SqliteStore implements Store {
   /** Per queue id, at least the messages in flight (see inFlightAtMost). */
   private readonly inFlightBounds = new Map<number, number>();
   private readonly checkpointer: Checkpointer | undefined;
+  private readonly commitCounter: CommitCounter | undefined;
 
   constructor(options: SqliteStoreOptions) {
-    if (options.path !== ":memory:") mkdirSync(dirname(options.path), { recursive: true });
+    const onFile = options.path !== ":memory:";
+    // Durability "os" leaves the WAL unsynced, so after a power loss its last commits may be lost by
+    // design: a commit count behind its side file could not be told from damage (commit-count.ts).
+    const countCommits = onFile && options.durability !== "os";
+    if (onFile) {
+      mkdirSync(dirname(options.path), { recursive: true });
+      checkDatabaseFiles(options.path, {
+        integrityCheck: options.integrityCheck ?? true,
+        commitCount: countCommits,
+      });
+    }
     this.db = new Database(options.path);
     this.db.pragma("journal_mode = WAL");
     // FULL fsyncs the WAL on every commit; NORMAL leaves the flush to the OS (durability "os").
@@ -151,8 +189,9 @@ export class SqliteStore implements Store {
     this.db.pragma("temp_store = MEMORY");
     this.random = options.random;
     this.migrate();
-    this.writes = new GroupCommit(this.db, limits.commitMessagesMax);
-    if (options.path !== ":memory:") {
+    this.commitCounter = countCommits ? new CommitCounter(this.db, commitCountPath(options.path)) : undefined;
+    this.writes = new GroupCommit(this.db, limits.commitMessagesMax, this.commitCounter);
+    if (onFile) {
       // Checkpoints run on their own thread (checkpointer.ts); this connection's own is a backstop.
       this.db.pragma(`wal_autocheckpoint = ${limits.walBackstopPages}`);
       this.checkpointer = new Checkpointer(options.path, limits.checkpointIntervalMs);
@@ -190,7 +229,7 @@ export class SqliteStore implements Store {
   }
 
   /** Runs a statement that selects sql.messageColumns, reading its rows as arrays. */
-  private messageRows(text: string, params: object): MessageRow[] {
+  private messageRows(text: string, params: object): SqliteMessageRow[] {
     let statement = this.rawStatements.get(text);
     if (!statement) {
       statement = this.db.prepare(text).raw(true);
@@ -207,6 +246,7 @@ export class SqliteStore implements Store {
     this.writes.close();
     await this.checkpointer?.close();
     this.db.close();
+    this.commitCounter?.close();
   }
 
   /** One process owns the file, so no change ever comes from elsewhere. */
@@ -372,7 +412,8 @@ export class SqliteStore implements Store {
       inFlight: number;
     };
     const { oldest } = this.stmt(sql.messageOldestPublishedAt).get({ queueId }) as { oldest: number | null };
-    return depthByState(toQueueCounters(queue), { delayed, inFlight }, oldest);
+    const { n: corrupt } = this.stmt(sql.messageCountCorrupt).get({ queueId }) as { n: number };
+    return depthByState(toQueueCounters(queue), { delayed, inFlight, corrupt }, oldest);
   }
 
   async queueListWithDepth(
@@ -500,16 +541,21 @@ export class SqliteStore implements Store {
     queue: QueueRef,
     message: NewMessage,
     lease?: { visibleAt: number; firstDeliveredAt: number; token: number },
+    integrity?: BodyIntegrity,
   ): number {
     const hasHeaders = Object.keys(message.headers).length > 0;
     const fifo = queue.kind === "fifo";
     const groupKey = fifo ? (message.key ?? "") : null;
     const head = fifo && !this.stmt(sql.groupHasMessage).get({ queueId: queue.queue_id, groupKey }) ? 1 : 0;
+    // The column is a STRICT BLOB: a JSON body given as text is written as its bytes.
+    const body = bodyBytes(message.body);
     return this.stmt(sql.messageInsert).run({
       queueId: queue.queue_id,
       id: message.id,
-      // The column is a STRICT BLOB: a JSON body given as text is written as its bytes.
-      body: bodyBytes(message.body),
+      body,
+      // A copy keeps its original's checksum: a body damaged before it was copied stays detectably so.
+      bodyCrc: integrity ? integrity.bodyCrc : bodyCrc(body),
+      corrupt: integrity?.corrupt ? 1 : 0,
       contentType: message.contentType,
       headers: hasHeaders ? JSON.stringify(message.headers) : null,
       key: message.key,
@@ -542,19 +588,24 @@ export class SqliteStore implements Store {
    * full target.
    */
   private deadLetterRow(
-    row: MessageRow,
+    row: SqliteMessageRow,
     source: QueueRef,
     route: DeadLetterRoute,
     now: number,
-    reason: "max_deliveries" | "max_depth" = "max_deliveries",
+    reason: DeadLetterReason = "max_deliveries",
   ): void {
     const message = toStoredMessage(row);
     const headers = deadLetterHeaders(message, source.name, reason);
     const copy = { ...message, body: bodyBytes(message.body), headers, publishedAt: now, visibleAt: now };
+    // A damaged body is never delivered from the dead-letter queue either: the copy arrives marked.
+    const integrity = {
+      bodyCrc: row.body_crc,
+      corrupt: reason === "corrupt" || row.corrupt === 1 || !bodyIntact(row),
+    };
     for (const name of route.queues) {
       const target = this.queueRef(name);
       if (!target) continue;
-      this.insertMessage(target, copy);
+      this.insertMessage(target, copy, undefined, integrity);
       this.addCounters(target.queue_id, { published: 1 });
     }
     this.deleteRow(source, row.seq);
@@ -583,7 +634,7 @@ export class SqliteStore implements Store {
     inFlightMax: number;
     deadLetter: DeadLetterRoute | null;
     autoAck?: boolean;
-  }): Promise<{ messages: LeasedMessage[]; deadLettered: number }> {
+  }): Promise<{ messages: LeasedMessage[]; deadLettered: number; corrupt: number }> {
     return this.writes.run(() => {
       const queue = this.requireQueueRef(params.queue);
       const queueId = queue.queue_id;
@@ -592,6 +643,7 @@ export class SqliteStore implements Store {
       const messages: LeasedMessage[] = [];
       let deadLettered = 0;
       let redelivered = 0;
+      let corrupt = 0;
       // Each pass either leases or dead-letters every candidate it reads, so the loop ends; the bound
       // keeps a queue full of exhausted messages from holding one transaction for long.
       // A lease that ends at once (a visibility timeout of 0) leaves its messages available: a second
@@ -602,7 +654,10 @@ export class SqliteStore implements Store {
         if (candidates.length === 0) break;
         const toLease: MessageRow[] = [];
         for (const row of candidates) {
-          if (params.deadLetter && row.delivery_count >= params.deadLetter.maxDeliveries) {
+          if (!bodyIntact(row)) {
+            corrupt++;
+            if (this.withholdCorrupt(row, queue, params.deadLetter, params.now)) deadLettered++;
+          } else if (params.deadLetter && row.delivery_count >= params.deadLetter.maxDeliveries) {
             this.deadLetterRow(row, queue, params.deadLetter, params.now);
             deadLettered++;
           } else {
@@ -639,8 +694,26 @@ export class SqliteStore implements Store {
         for (const message of messages) this.deleteRow(queue, decodeReceipt(message.receipt)?.seq ?? -1);
         this.addCounters(queueId, { acked: messages.length });
       }
-      return { messages, deadLettered };
+      return { messages, deadLettered, corrupt };
     }, params.max);
+  }
+
+  /**
+   * Keeps a message whose body failed its checksum from being delivered: to its dead-letter target
+   * with reason corrupt (answers true), or, with none, marked corrupt where it is, never leased again.
+   */
+  private withholdCorrupt(
+    row: SqliteMessageRow,
+    queue: QueueRef,
+    deadLetter: DeadLetterRoute | null,
+    now: number,
+  ): boolean {
+    if (deadLetter) {
+      this.deadLetterRow(row, queue, deadLetter, now, "corrupt");
+      return true;
+    }
+    this.stmt(sql.messageMarkCorrupt).run({ seq: row.seq, now });
+    return false;
   }
 
   /**
@@ -665,7 +738,7 @@ export class SqliteStore implements Store {
    * heads; a standard queue's available messages above priority 0, highest first, then those of
    * priority 0, each in visibility order.
    */
-  private candidates(queue: QueueRef, now: number, expiredBefore: number, limit: number): MessageRow[] {
+  private candidates(queue: QueueRef, now: number, expiredBefore: number, limit: number): SqliteMessageRow[] {
     const args = { queueId: queue.queue_id, now, expiredBefore, limit };
     if (queue.kind === "fifo") return this.messageRows(sql.messageSelectAvailableHeads, args);
     const prioritized = this.messageRows(sql.messageSelectAvailablePrioritized, args);
@@ -678,7 +751,7 @@ export class SqliteStore implements Store {
   private forEachReceipt(
     queue: QueueRef,
     receipts: string[],
-    apply: (row: MessageRow) => void,
+    apply: (row: SqliteMessageRow) => void,
   ): ReceiptResult[] {
     // A receipt that appears twice in one batch counts once; its repeat is stale, as in a later call.
     const seen = new Set<number>();
@@ -778,7 +851,13 @@ export class SqliteStore implements Store {
       "in-flight": sql.messagePeekInFlight,
     }[params.state];
     const rows = this.messageRows(statement, { queueId, now: params.now, limit: params.limit });
-    return rows.map(toStoredMessage);
+    // A peek reads and writes nothing: a damaged body it finds is shown as such, and marked by the
+    // lease that next reaches it.
+    return rows.map((row) =>
+      row.corrupt === 1 || !bodyIntact(row)
+        ? { ...toStoredMessage(row), corrupt: true }
+        : toStoredMessage(row),
+    );
   }
 
   /**
@@ -821,7 +900,13 @@ export class SqliteStore implements Store {
     return this.writes.run(() => {
       const source = this.requireQueue(params.queue);
       const args = { queueId: source.queue_id, now: params.now };
-      const candidates = this.messageRows(sql.messageSelectMovable, { ...args, limit: redriveScanMax });
+      const scanned = this.messageRows(sql.messageSelectMovable, { ...args, limit: redriveScanMax });
+      // A damaged body is not moved: it stays in the source, marked, where a purge removes it.
+      const candidates: SqliteMessageRow[] = [];
+      for (const row of scanned) {
+        if (bodyIntact(row)) candidates.push(row);
+        else this.stmt(sql.messageMarkCorrupt).run({ seq: row.seq, now: params.now });
+      }
       const inFlight = this.stmt(sql.messageSelectInFlightKeys).all(args) as MessageRow[];
       const { rows, held } = notHeldBack(candidates, inFlight, params.max);
       const { moves, stoppedBy } = planMoves(

@@ -20,7 +20,7 @@
 export const messageColumns = `seq, queue_id, id,
   CASE WHEN content_type = 'application/json' THEN CAST(body AS TEXT) ELSE body END AS body,
   content_type, headers, key, published_at, visible_at,
-  delivery_count, first_delivered_at, lease_token, priority, dedup_id, group_key, head`;
+  delivery_count, first_delivered_at, lease_token, priority, dedup_id, group_key, head, body_crc, corrupt`;
 
 /** Params: name. Returns: the queue row. */
 export const queueSelectByName = `SELECT * FROM queues WHERE name = :name`;
@@ -42,6 +42,7 @@ export const queueSelectAllWithDepth = `
       WHERE m.queue_id = q.queue_id AND m.visible_at > :now AND m.lease_token IS NULL) AS depth_delayed,
     (SELECT count(*) FROM messages m
       WHERE m.queue_id = q.queue_id AND m.visible_at > :now AND m.lease_token IS NOT NULL) AS depth_in_flight,
+    (SELECT count(*) FROM messages m WHERE m.queue_id = q.queue_id AND m.corrupt = 1) AS depth_corrupt,
     (SELECT min(m.published_at) FROM messages m WHERE m.queue_id = q.queue_id) AS depth_oldest
   FROM queues q WHERE q.name > :after ORDER BY q.name LIMIT :limit`;
 
@@ -77,22 +78,26 @@ export const queueAddCounters = `
     redriven = redriven + :redriven
   WHERE queue_id = :queueId`;
 
-/** Params: queueId, id, body, contentType, headers (JSON or NULL), key, priority, dedupId, groupKey,
- * head (0 or 1), publishedAt, visibleAt, deliveryCount, firstDeliveredAt and leaseToken (NULL, but for
- * a message inserted leased, as a hand-off does). */
+/** Params: queueId, id, body, bodyCrc, contentType, headers (JSON or NULL), key, priority, dedupId,
+ * groupKey, head (0 or 1), publishedAt, visibleAt, deliveryCount, firstDeliveredAt, leaseToken (NULL, but
+ * for a message inserted leased, as a hand-off does) and corrupt (1 for a dead-letter copy of a message
+ * that failed its checksum). */
 export const messageInsert = `
-  INSERT INTO messages (queue_id, id, body, content_type, headers, key, priority, dedup_id, group_key, head,
-    published_at, visible_at, delivery_count, first_delivered_at, lease_token)
-  VALUES (:queueId, :id, :body, :contentType, :headers, :key, :priority, :dedupId, :groupKey, :head,
-    :publishedAt, :visibleAt, :deliveryCount, :firstDeliveredAt, :leaseToken)`;
+  INSERT INTO messages (queue_id, id, body, body_crc, content_type, headers, key, priority, dedup_id, group_key,
+    head, published_at, visible_at, delivery_count, first_delivered_at, lease_token, corrupt)
+  VALUES (:queueId, :id, :body, :bodyCrc, :contentType, :headers, :key, :priority, :dedupId, :groupKey,
+    :head, :publishedAt, :visibleAt, :deliveryCount, :firstDeliveredAt, :leaseToken, :corrupt)`;
 
 /**
  * Params: queueId, now, expiredBefore, limit. Returns: the next available priority-0 messages in
- * visibility order (ties in index order), skipping those past retention, which the sweep deletes.
+ * visibility order (ties in index order), skipping those past retention, which the sweep deletes, and
+ * those marked corrupt, which are never leased. (The candidate queries read each row they test anyway,
+ * so `corrupt = 0` costs no extra read.)
  */
 export const messageSelectAvailable = `
   SELECT ${messageColumns} FROM messages
   WHERE queue_id = :queueId AND visible_at <= :now AND published_at > :expiredBefore AND priority = 0
+    AND corrupt = 0
   ORDER BY visible_at
   LIMIT :limit + 0`;
 
@@ -101,6 +106,7 @@ export const messageSelectAvailable = `
 export const messageSelectAvailablePrioritized = `
   SELECT ${messageColumns} FROM messages
   WHERE queue_id = :queueId AND priority > 0 AND visible_at <= :now AND published_at > :expiredBefore
+    AND corrupt = 0
   ORDER BY priority DESC, visible_at
   LIMIT :limit + 0`;
 
@@ -109,6 +115,7 @@ export const messageSelectAvailablePrioritized = `
 export const messageSelectAvailableHeads = `
   SELECT ${messageColumns} FROM messages
   WHERE queue_id = :queueId AND head = 1 AND visible_at <= :now AND published_at > :expiredBefore
+    AND corrupt = 0
   ORDER BY visible_at
   LIMIT :limit + 0`;
 
@@ -146,10 +153,11 @@ export const messageSelectOldest = `
 export const messageSelectInFlightKeys = `
   SELECT seq, key, group_key FROM messages WHERE queue_id = :queueId AND visible_at > :now AND lease_token IS NOT NULL`;
 
-/** Params: queueId, now, limit. Returns: the oldest messages by arrival that are not in flight (a
- * redrive's candidates). */
+/** Params: queueId, now, limit. Returns: the oldest messages by arrival that are neither in flight nor
+ * marked corrupt (a redrive's candidates). */
 export const messageSelectMovable = `
-  SELECT ${messageColumns} FROM messages WHERE queue_id = :queueId AND (visible_at <= :now OR lease_token IS NULL)
+  SELECT ${messageColumns} FROM messages
+  WHERE queue_id = :queueId AND (visible_at <= :now OR lease_token IS NULL) AND corrupt = 0
   ORDER BY published_at, seq LIMIT :limit + 0`;
 
 /**
@@ -186,6 +194,22 @@ export const messageDeleteByReceiptInGroup = `${messageDeleteByReceipt}
 export const messageExtendByReceipt = `
   UPDATE messages SET visible_at = :leaseExpiresAt
   WHERE seq = :seq AND queue_id = :queueId AND lease_token = :leaseToken`;
+
+/** Params: seq, now. Marks a message whose body failed its checksum: visible and unleased, so that it
+ * counts only as corrupt (QueueDepth), and never leased again (the candidate queries skip it). */
+export const messageMarkCorrupt = `UPDATE messages SET corrupt = 1, visible_at = :now, lease_token = NULL WHERE seq = :seq`;
+
+/** Params: queueId. Returns: { n } the queue's messages marked corrupt (from the partial index). */
+export const messageCountCorrupt = `SELECT count(*) AS n FROM messages WHERE queue_id = :queueId AND corrupt = 1`;
+
+/** Returns: a row if the database has its commit count yet (a file from before it does not). */
+export const commitCountTableExists = `SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'commit_count'`;
+
+/** Returns: { commits } the group commits made (commit-count.ts). */
+export const commitCountSelect = `SELECT commits FROM commit_count WHERE id = 1`;
+
+/** Params: commits. Records the commit being made as the latest; run inside each group commit. */
+export const commitCountUpdate = `UPDATE commit_count SET commits = :commits WHERE id = 1`;
 
 /** Params: seq, visibleAt. Ends the lease: the row waits as delayed until visibleAt. */
 export const messageRelease = `UPDATE messages SET visible_at = :visibleAt, lease_token = NULL WHERE seq = :seq`;
