@@ -7,9 +7,10 @@
  * prom-client's labelled `set`/`inc` and its formatting of 150,000 series held the event loop for
  * about half a second per scrape, and every other request waited (docs/benchmarks.md, session 9).
  */
-import { Counter, collectDefaultMetrics, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Registry } from "prom-client";
 import type { ExchangeBroker } from "../broker/exchanges.js";
 import type { QueueBroker } from "../broker/queues.js";
+import type { RecoveryOutcome } from "../store/log/log-recovery.js";
 
 const counterEvents = [
   "published",
@@ -64,6 +65,7 @@ export class Metrics {
     store?: {
       commitStats?: { commits: number; jobs: number };
       checkpointStats?: { frames: number } | undefined;
+      recovery?: RecoveryOutcome | undefined;
     },
   ) {
     collectDefaultMetrics({ register: this.registry, prefix: "hopper_" });
@@ -119,6 +121,33 @@ export class Metrics {
           this.inc(store.checkpointStats?.frames ?? 0);
         },
       });
+    }
+    if (store?.recovery) this.recoveryGauges(store.recovery);
+  }
+
+  /** What the log store's recovery did when this process opened it (a refusal never gets this far:
+   * the process exits naming the damage, docs/log-store.md "Recovery"). */
+  private recoveryGauges(recovery: RecoveryOutcome): void {
+    const figures: Array<[string, string, number]> = [
+      ["records_replayed", "Log records replayed when the store opened.", recovery.recordsReplayed],
+      [
+        "records_cut",
+        "Intact records in the unfinished last write cut from the log when the store opened (never confirmed).",
+        recovery.cut?.records ?? 0,
+      ],
+      [
+        "bytes_cut",
+        "Bytes of an unfinished last write cut from the log when the store opened, kept in set-aside/.",
+        recovery.cut?.bytes ?? 0,
+      ],
+      [
+        "files_set_aside",
+        "Whole files (unfinished compactions, unfinished new segments) moved to set-aside/ when the store opened.",
+        recovery.setAside.length,
+      ],
+    ];
+    for (const [name, help, value] of figures) {
+      new Gauge({ name: `hopper_log_recovery_${name}`, help, registers: [this.registry] }).set(value);
     }
   }
 

@@ -2,7 +2,6 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import {
-  appendFileSync,
   existsSync,
   mkdtempSync,
   readdirSync,
@@ -43,13 +42,22 @@ function records100(count: number): Buffer[] {
   return Array.from({ length: count }, (_, index) => payload(100, index));
 }
 
-/** The frame of `record`, built here from the documented format rather than by the code under test. */
-function frame(record: Buffer): Buffer {
-  const length = Buffer.alloc(4);
-  length.writeUInt32LE(record.length);
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32LE(zlib.crc32(Buffer.concat([length, record])));
-  return Buffer.concat([length, crc, record]);
+/** The frame of `record`, built here from the documented format rather than by the code under test:
+ * magic B7 1E, kind 1, flags (bit 0: the batch's last frame), length, payload CRC, header CRC. */
+function frame(record: Buffer, batchEnd = false): Buffer {
+  const header = Buffer.alloc(16);
+  header.writeUInt16LE(0x1eb7, 0);
+  header[2] = 1;
+  header[3] = batchEnd ? 1 : 0;
+  header.writeUInt32LE(record.length, 4);
+  header.writeUInt32LE(zlib.crc32(record), 8);
+  header.writeUInt32LE(zlib.crc32(header.subarray(0, 12)), 12);
+  return Buffer.concat([header, record]);
+}
+
+/** The frames of one flushed batch. */
+function batchFrames(records: readonly Buffer[]): Buffer {
+  return Buffer.concat(records.map((record, index) => frame(record, index === records.length - 1)));
 }
 
 function noReplay(): void {
@@ -177,24 +185,24 @@ test("opening fdatasyncs the newest segment once, so what a crash left only in t
   await reopened.log.close();
 });
 
-test("a segment is a 28-byte header, then [u32 length][u32 crc32 of length and payload][payload] frames", async (t) => {
+test("a segment is a 28-byte header, then frames of a 16-byte checked header and the payload, the batch's last one marked", async (t) => {
   const dir = tempDir(t);
   const log = AppendLog.open({ dir }, noReplay);
   const records = [Buffer.from("hello"), Buffer.alloc(0), payload(300, 9)];
   for (const record of records) log.append(record);
   await log.flush();
-  assert.equal(log.bytes, segmentHeaderBytes + Buffer.concat(records.map(frame)).length);
+  assert.equal(log.bytes, segmentHeaderBytes + batchFrames(records).length);
   await log.close();
 
   assert.deepEqual(segmentNames(dir), ["00000000000000000001.log"]);
   const bytes = readFileSync(segmentPath(dir, 1));
   assert.equal(bytes.toString("latin1", 0, 4), "HOPL", "magic");
-  assert.equal(bytes.readUInt16LE(4), 1, "format version");
+  assert.equal(bytes.readUInt16LE(4), 2, "format version");
   assert.equal(bytes.readUInt16LE(6), 0, "flags: not a base segment");
   assert.equal(bytes.readBigUInt64LE(8), 1n, "seq");
   assert.equal(bytes.readBigUInt64LE(16), 0n, "previousSeq: none");
   assert.equal(bytes.readUInt32LE(24), zlib.crc32(bytes.subarray(0, 24)), "header crc");
-  assert.deepEqual(bytes.subarray(segmentHeaderBytes), Buffer.concat(records.map(frame)));
+  assert.deepEqual(bytes.subarray(segmentHeaderBytes), batchFrames(records));
 });
 
 test("append copies the record: changing the caller's buffer afterwards does not change the log", async (t) => {
@@ -208,111 +216,6 @@ test("append copies the record: changing the caller's buffer afterwards does not
   await log.close();
   assert.deepEqual(await reopenRecords({ dir }), [original]);
 });
-
-const tornTails: Array<[string, Buffer]> = [
-  ["a partial record", frame(payload(500, 77)).subarray(0, 100)],
-  ["a partial frame header", Buffer.from([9, 0, 0])],
-  ["garbage bytes", payload(37, 99)],
-  ["zero-filled bytes", Buffer.alloc(64)],
-];
-for (const [name, tail] of tornTails) {
-  test(`${name} at the end of the newest segment is truncated, and appends after recovery survive a reopen`, async (t) => {
-    const dir = tempDir(t);
-    const records = Array.from({ length: 5 }, (_, index) => payload(200 + index, index));
-    const log = AppendLog.open({ dir }, noReplay);
-    await appendFlushing(log, records, 2);
-    await log.close();
-    const path = segmentPath(dir, 1);
-    const intactBytes = statSync(path).size;
-    appendFileSync(path, tail);
-
-    const reopened = openLog({ dir });
-    assert.deepEqual(reopened.records, records);
-    assert.equal(statSync(path).size, intactBytes, "the torn tail is cut off");
-    const later = payload(123, 42);
-    reopened.log.append(later);
-    await reopened.log.flush();
-    await reopened.log.close();
-
-    assert.deepEqual(await reopenRecords({ dir }), [...records, later]);
-  });
-}
-
-/** A closed log of four 300-byte records, written in one flush into its first segment. */
-async function oneSegmentOfFour(dir: string): Promise<{ records: Buffer[]; path: string; size: number }> {
-  const records = Array.from({ length: 4 }, (_, index) => payload(300, index));
-  const log = AppendLog.open({ dir }, noReplay);
-  await appendFlushing(log, records, 4);
-  await log.close();
-  const path = segmentPath(dir, 1);
-  return { records, path, size: statSync(path).size };
-}
-
-test("a CRC mismatch in the newest segment's last record truncates the segment before that record", async (t) => {
-  const dir = tempDir(t);
-  const { records, path, size } = await oneSegmentOfFour(dir);
-  flipByte(path, size - 1);
-
-  const reopened = AppendLog.open({ dir }, () => {});
-  assert.equal(reopened.truncatedBytes, frame(records[3] ?? assert.fail()).length, "the cut is reported");
-  await reopened.close();
-  assert.deepEqual(await reopenRecords({ dir }), records.slice(0, 3));
-  assert.equal(statSync(path).size, size - frame(records[3] ?? assert.fail()).length);
-});
-
-test("a CRC mismatch in the newest segment with a whole record after it is corruption: open throws and cuts nothing", async (t) => {
-  const dir = tempDir(t);
-  const { path, size } = await oneSegmentOfFour(dir);
-  // A byte of the first record's payload goes bad; the records after it are whole.
-  flipByte(path, segmentHeaderBytes + frameHeaderBytes + 10);
-  assert.throws(() => AppendLog.open({ dir }, noReplay), /the record after it is whole/);
-  assert.equal(statSync(path).size, size, "nothing cut");
-});
-
-test("a CRC mismatch in an older segment makes open throw, naming the file and offset, and changes nothing", async (t) => {
-  const dir = tempDir(t);
-  const segmentBytesMax = 256;
-  const log = AppendLog.open({ dir, segmentBytesMax }, noReplay);
-  await appendFlushing(log, records100(8), 1);
-  await log.close();
-  assert.ok(segmentNames(dir).length >= 3);
-  flipByte(segmentPath(dir, 1), segmentHeaderBytes + frameHeaderBytes + 5);
-  const sizesBefore = segmentNames(dir).map((name) => [name, statSync(join(dir, name)).size]);
-
-  assert.throws(
-    () => AppendLog.open({ dir, segmentBytesMax }, () => {}),
-    /00000000000000000001\.log at offset 28: a record fails its CRC.*only the newest segment may end in a torn/,
-  );
-  assert.deepEqual(
-    segmentNames(dir).map((name) => [name, statSync(join(dir, name)).size]),
-    sizesBefore,
-  );
-});
-
-for (const [name, torn] of [
-  ["an empty", Buffer.alloc(0)],
-  ["a torn", Buffer.from("HOPL\x01\x00\x00")],
-] as const) {
-  test(`${name} newest segment header (a crash right after creating the file) is rewritten as an empty segment`, async (t) => {
-    const dir = tempDir(t);
-    const records = [payload(10, 1), payload(20, 2)];
-    const log = AppendLog.open({ dir }, noReplay);
-    await appendFlushing(log, records, 2);
-    await log.close();
-    writeFileSync(segmentPath(dir, 2), torn);
-
-    const reopened = openLog({ dir });
-    assert.deepEqual(reopened.records, records);
-    assert.equal(statSync(segmentPath(dir, 2)).size, segmentHeaderBytes, "a fresh header");
-    const later = payload(30, 3);
-    reopened.log.append(later);
-    await reopened.log.flush();
-    await reopened.log.close();
-
-    assert.deepEqual(segmentNames(dir), ["00000000000000000001.log", "00000000000000000002.log"]);
-    assert.deepEqual(await reopenRecords({ dir }), [...records, later]);
-  });
-}
 
 test("flush() calls made while a flush is in flight share one more write and one more fdatasync", async (t) => {
   const dir = tempDir(t);
@@ -363,19 +266,24 @@ test("a flush resolves only after its record is written and fdatasync'ed", async
     await log.flush().then(() => events.push("resolved"));
     assert.deepEqual(events, ["write", "sync", "resolved"]);
     const bytes = readFileSync(segmentPath(dir, 1));
-    assert.deepEqual(bytes.subarray(bytes.length - frameHeaderBytes - record.length), frame(record));
+    assert.deepEqual(bytes.subarray(bytes.length - frameHeaderBytes - record.length), frame(record, true));
   }
   await log.close();
 });
 
-test("with a small segmentBytesMax the log rolls into several segments, fsyncs the directory for each, and replays them all", async (t) => {
+test("with a small segmentBytesMax the log rolls into several segments, fsyncs the directory twice for each (its entry, then MANIFEST), and replays them all", async (t) => {
   const dir = tempDir(t);
-  const segmentBytesMax = 256;
+  const segmentBytesMax = 300;
   const records = records100(20);
   const log = AppendLog.open({ dir, segmentBytesMax }, noReplay);
   await appendFlushing(log, records, 2);
   const names = segmentNames(dir);
-  assert.equal(log.stats.directorySyncs, names.length, "one directory fsync per segment created");
+  assert.equal(log.stats.directorySyncs, 2 * names.length, "two directory fsyncs per segment created");
+  assert.equal(
+    readFileSync(join(dir, "MANIFEST")).readUInt32LE(8),
+    names.length,
+    "MANIFEST names the newest",
+  );
   await log.close();
 
   assert.ok(names.length >= 5, `${names.length} segments`);
@@ -401,22 +309,27 @@ function recordingSyncs(): { io: Partial<AppendLogIo>; synced: string[] } {
   };
 }
 
-test("with durability os a flush fdatasyncs nothing; each segment is fdatasync'ed once, as the log leaves it or closes", async (t) => {
+test("with durability os only a segment's first write is fdatasync'ed as it is made; each segment is fdatasync'ed again as the log leaves it or closes", async (t) => {
   const dir = tempDir(t);
   const { io, synced } = recordingSyncs();
-  // A 256-byte segment holds its header and two frames of 100-byte records: six records make three.
-  const segmentBytesMax = 256;
+  // A 300-byte segment holds its header and two frames of 100-byte records: six records make three.
+  const segmentBytesMax = 300;
   const records = records100(6);
   const log = AppendLog.open({ dir, segmentBytesMax, io, durability: "os" }, noReplay);
   log.append(records[0] ?? assert.fail());
   await log.flush();
-  assert.deepEqual(synced, [], "a flush alone fdatasyncs nothing");
-  await appendFlushing(log, records.slice(1), 1);
+  const [first] = segmentNames(dir);
+  assert.deepEqual(synced, [first], "a new segment's first write, before MANIFEST names it");
+  log.append(records[1] ?? assert.fail());
+  await log.flush();
+  assert.deepEqual(synced, [first], "a flush into a segment that exists fdatasyncs nothing");
+  await appendFlushing(log, records.slice(2), 1);
   const names = segmentNames(dir);
   assert.equal(names.length, 3);
-  assert.deepEqual(synced, names.slice(0, 2), "each segment left behind, once");
+  const [, second, third] = names;
+  assert.deepEqual(synced, [first, first, second, second, third], "created, then left");
   await log.close();
-  assert.deepEqual(synced, names, "close fdatasyncs the last one");
+  assert.deepEqual(synced, [first, first, second, second, third, third], "close fdatasyncs the last one");
   assert.deepEqual(await reopenRecords({ dir, segmentBytesMax }), records);
 });
 
@@ -427,10 +340,13 @@ test("with durability os a rewrite fdatasyncs the segment it leaves, and its sna
   log.append(payload(100, 1));
   await log.flush();
   const [first] = segmentNames(dir);
-  assert.deepEqual(synced, []);
+  assert.deepEqual(synced, [first], "the segment's first write");
+  log.append(payload(100, 4));
+  const leaving = log.flush();
   await log.rewrite([payload(10, 2)]);
+  await leaving;
   const [base] = segmentNames(dir);
-  assert.deepEqual(synced, [first, base, base], "the segment left, the base's header, its snapshot");
+  assert.deepEqual(synced, [first, first, base, base], "the segment left, the base's header, its snapshot");
   log.append(payload(100, 3));
   await log.flush();
   await log.close();
@@ -565,7 +481,7 @@ test("a damaged base segment whose older segments are gone makes open throw inst
 
   assert.throws(
     () => AppendLog.open({ dir }, () => {}),
-    /00000000000000000002\.log at offset 0: follows 00000000000000000001\.log, but the log holds no segment before it/,
+    /00000000000000000002\.log at offset 28: a record's payload fails its CRC, in the base that MANIFEST names as complete/,
   );
   assert.deepEqual(
     segmentNames(dir),

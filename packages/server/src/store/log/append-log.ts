@@ -9,15 +9,16 @@
  *  1. A flush resolves only after every record appended before its call is written and fdatasync'ed
  *     (written only, with durability "os": see AppendLogOptions), and, when the flush created the
  *     segment file, after the directory holding it is fsync'ed.
- *  2. One batch is written at a time, in append order, so the durable records are always a prefix of
- *     the appended ones. A batch goes to a segment only after every earlier batch is durable, so only
- *     the newest segment file can end in a torn record: recovery truncates a torn tail there and
- *     throws, naming the file and offset, for the same damage anywhere else.
- *  3. A segment's header is durable before any later segment file exists, so only the newest segment
- *     can have a torn header (recovery rewrites it as an empty segment).
- *  4. Segment files change only at their end: appends, and recovery's truncation of a torn tail.
+ *  2. One batch is written at a time, in append order, its last frame marked as the batch's end, so
+ *     the durable records are always a prefix of the appended ones. A batch goes to a segment only
+ *     after every earlier batch is durable (durability "fsync"), so only the newest segment's last
+ *     batch can be unfinished after a crash: recovery cuts it only when it looks unfinished, and
+ *     throws, naming the file and offset, for any other damage (log-recovery.ts).
+ *  3. A new segment's header goes in the same write as its first batch, and both are fdatasync'ed (in
+ *     either durability) before the segment is named in MANIFEST and before any later segment exists.
+ *  4. Segment files change only at their end: appends, and recovery's cut of an unfinished last batch.
  *  5. Segments older than a base segment are deleted only after the base's snapshot and its marker
- *     are durable. Until then the older segments plus the segments after the base hold the whole log;
+ *     are durable and MANIFEST names the base. Until then the older segments plus the segments after the base hold the whole log;
  *     after it the base plus the segments after it do. Both describe the same state.
  *  6. Every segment header names the regular segment before it (`previousSeq`), so recovery throws on
  *     a missing segment (or a lost base) instead of replaying around the gap.
@@ -53,16 +54,19 @@ import {
   openSync,
   writevSync,
 } from "node:fs";
-import { unlink } from "node:fs/promises";
+import { open as openFile, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import * as zlib from "node:zlib";
 import { limits } from "../../limits.js";
 import type { Durability } from "../store.js";
 import {
+  encodeManifest,
   encodeSegmentHeader,
   FrameEncoder,
   frameHeaderBytes,
+  type Manifest,
+  manifestFileName,
   requireZlibCrc32,
   type SegmentFile,
   segmentFileName,
@@ -70,7 +74,13 @@ import {
   totalBytes,
 } from "./log-format.js";
 import { lockDirectory } from "./log-lock.js";
-import { createDirectory, type OpenSegment, type RecoveredLog, recoverLog } from "./log-recovery.js";
+import {
+  createDirectory,
+  type OpenSegment,
+  type RecoveredLog,
+  type RecoveryOutcome,
+  recoverLog,
+} from "./log-recovery.js";
 
 /** Rolling costs a file creation and a directory fsync, so segments should be large enough for it to be
  * rare; compaction deletes whole segments, so they should not be so large that space comes back late. */
@@ -86,12 +96,15 @@ export interface AppendLogOptions {
   segmentBytesMax?: number;
   /** Tests only: replaces the writes and fdatasyncs of segment files, to observe or fail them. */
   io?: Partial<AppendLogIo>;
+  /** Tests only: recovery cuts the newest segment at its first damage, whatever the damage, as it did
+   * before damage was told from an unfinished write; the corruption suite must catch the losses. */
+  weakenedRecoveryForTests?: boolean;
   /**
    * "fsync" (default): a flush resolves once its batch is written and fdatasync'ed. "os": once it is
    * written, into the page cache: a process crash loses nothing, a power loss may lose the last
    * batches. Even then a segment is fdatasync'ed before the log leaves it (a new segment, a rewrite's
-   * base, close), and a rewrite's snapshot always is, so a power loss can tear only the newest
-   * segment's tail, which recovery cuts (invariant 2).
+   * base, close), and a rewrite's snapshot always is, so a power loss can leave unsynced batches only
+   * at the newest segment's end, which recovery may cut (log-recovery.ts, rule 2).
    */
   durability?: Durability;
 }
@@ -213,8 +226,11 @@ export class AppendLog {
   private readonly syncEachBatch: boolean;
   /** Whether `current` holds batches written but not fdatasync'ed (durability "os"). */
   private currentUnsynced = false;
-  /** Bytes of a torn tail that opening cut from the newest segment: 0 when the log ended whole. */
-  readonly truncatedBytes: number;
+  /** What opening found and repaired (log-recovery.ts). */
+  readonly recovery: RecoveryOutcome;
+  /** What MANIFEST says, as last written; manifest writes go one at a time, in this chain. */
+  private readonly manifest: Manifest;
+  private manifestWrites: Promise<void> = Promise.resolve();
   /** Releases the directory's LOCK (log-lock.ts); set by open. */
   private unlock: () => void = () => {};
   private readonly encoder = new FrameEncoder();
@@ -259,7 +275,8 @@ export class AppendLog {
     this.current = recovered.current;
     this.nextSeq = recovered.nextSeq;
     this.lastRegularSeq = recovered.lastRegularSeq;
-    this.truncatedBytes = recovered.truncatedBytes;
+    this.recovery = recovered.outcome;
+    this.manifest = recovered.manifest;
   }
 
   /**
@@ -281,7 +298,12 @@ export class AppendLog {
     try {
       dirFd = openSync(options.dir, "r");
       const syncAtOpen = options.io?.syncAtOpen ?? fileIo.syncAtOpen;
-      const recovered = recoverLog(options.dir, dirFd, replay, syncAtOpen);
+      const unsynced = (options.durability ?? "fsync") === "os";
+      const recovered = recoverLog(options.dir, dirFd, replay, {
+        syncAtOpen,
+        unsynced,
+        weakenedForTests: options.weakenedRecoveryForTests ?? false,
+      });
       const log = new AppendLog(options, segmentBytesMax, dirFd, recovered);
       log.unlock = unlock;
       return log;
@@ -452,9 +474,13 @@ export class AppendLog {
     const buffers = created ? [encodeSegmentHeader(segment), ...batch.buffers] : batch.buffers;
     this.stats.batches += 1;
     await this.writeAt(segment, buffers);
-    if (this.syncEachBatch) await this.syncFile(segment);
+    // A new segment's first write is synced in either durability: MANIFEST names only durable segments.
+    if (this.syncEachBatch || created) await this.syncFile(segment);
     else this.currentUnsynced = true;
-    if (created) await this.syncDirectory();
+    if (created) {
+      await this.syncDirectory();
+      await this.updateManifest({ newestSeq: segment.seq });
+    }
   }
 
   /** Closes the segment that flushes write into, fdatasync'ing first what was left unsynced, so that
@@ -508,6 +534,11 @@ export class AppendLog {
       // The directory was fsync'ed when the base was created; this one also covers a file system that
       // orders metadata loosely, before older segments go.
       await this.syncDirectory();
+      // Named before the segments it replaces go, so no open ever looks for a deleted base.
+      await this.updateManifest({
+        baseSeq: base.seq,
+        newestSeq: Math.max(this.manifest.newestSeq, base.seq),
+      });
       await this.deleteSegmentsBefore(base.seq);
       this.baseSegment = undefined;
       await closeAsync(base.fd);
@@ -540,7 +571,15 @@ export class AppendLog {
     const fileName = segmentFileName(seq);
     // "wx": a segment file is never reused; an existing one would mean a second writer in the directory.
     const fd = await openAsync(join(this.dir, fileName), "wx");
-    const segment = { fd, fileName, seq, base, previousSeq: this.lastRegularSeq, bytes: 0 };
+    const segment = {
+      fd,
+      fileName,
+      seq,
+      base,
+      previousSeq: this.lastRegularSeq,
+      unsynced: !this.syncEachBatch,
+      bytes: 0,
+    };
     if (!base) this.lastRegularSeq = seq;
     this.segmentBytes.set(seq, 0);
     return segment;
@@ -556,6 +595,28 @@ export class AppendLog {
   private async syncFile(segment: OpenSegment): Promise<void> {
     this.stats.syncs += 1;
     await this.io.sync(segment);
+  }
+
+  /**
+   * Replaces MANIFEST with `change` applied, after what it names is durable: a temporary file, fsync,
+   * rename, directory fsync (as LevelDB's CURRENT), so a crash leaves the old manifest or the new one.
+   */
+  private updateManifest(change: Partial<Manifest>): Promise<void> {
+    const write = async () => {
+      Object.assign(this.manifest, change);
+      const temporary = join(this.dir, `${manifestFileName}.tmp`);
+      const file = await openFile(temporary, "w");
+      try {
+        await file.writeFile(encodeManifest(this.manifest));
+        await file.sync();
+      } finally {
+        await file.close();
+      }
+      await rename(temporary, join(this.dir, manifestFileName));
+      await this.syncDirectory();
+    };
+    this.manifestWrites = this.manifestWrites.then(write, write);
+    return this.manifestWrites;
   }
 
   private async syncDirectory(): Promise<void> {

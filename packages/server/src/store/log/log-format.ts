@@ -1,38 +1,61 @@
 /**
- * The on-disk format of the append log (append-log.ts): segment headers, record frames and their CRCs.
- * Recovery (log-recovery.ts) reads what the writer encodes here.
+ * The on-disk format of the append log (append-log.ts): segment headers, record frames, batch ends,
+ * and the manifest. Recovery (log-recovery.ts, log-scan.ts) reads what the writer encodes here.
  *
- * On-disk format, little endian. A segment file is named by its sequence number, 20 digits, so that
- * names sort in log order: 00000000000000000001.log, 00000000000000000002.log, ...
+ * A log directory holds segment files named by their sequence number, 20 digits, so that names sort in
+ * log order (00000000000000000001.log, ...), and MANIFEST. Little endian throughout.
  *
- *   segment header, 28 bytes          frame (one record), 8 + length bytes
- *   +0   "HOPL" magic                 +0  u32 payload length (0xFFFFFFFF: the snapshot marker, no payload)
- *   +4   u16 format version = 1       +4  u32 crc32 of the 4 length bytes followed by the payload
- *   +6   u16 flags: bit 0 = base      +8  payload
- *   +8   u64 seq (= the file name)
+ *   segment header, 28 bytes              frame header, 16 bytes, then the payload
+ *   +0   "HOPL" magic                     +0   u16 frame magic 0x1EB7 (bytes B7 1E)
+ *   +4   u16 format version = 2           +2   u8  kind: 1 record, 2 snapshot marker (no payload)
+ *   +6   u16 flags: bit 0 base,           +3   u8  flags: bit 0 = the last frame of its batch
+ *             bit 1 written with          +4   u32 payload length
+ *             durability "os"             +8   u32 crc32 of the payload
+ *   +8   u64 seq (= the file name)        +12  u32 crc32 of bytes 0..11 of this header
  *   +16  u64 previousSeq (0: none)
- *   +24  u32 crc32 of bytes 0..23
+ *   +24  u32 crc32 of bytes 0..23         MANIFEST, 28 bytes
+ *                                         +0   "HOPM" magic, +4 u16 version = 1, +6 u16 0
+ *                                         +8   u64 newestSeq, +16 u64 baseSeq, +24 u32 crc32 of 0..23
  *
- * A base segment (flag bit 0) begins with a complete snapshot of the state: its records, then the
- * marker frame. A base without its marker is an unfinished rewrite: recovery ignores and deletes it.
- * The frame's CRC covers the length too, so a zero-filled region (length 0, crc 0) is not a record.
+ * Why each check is there:
+ *  - A frame header carries its own magic and CRC, so a damaged length is detected and never used to
+ *    find the next frame; after damage, recovery can search forward for the next frame that checks.
+ *  - The last frame of every flushed batch carries the batch-end flag. A batch is one writev and, with
+ *    durability "fsync", one fdatasync, so "the last batch" of a segment is known: the frames after the
+ *    last batch end. Only it can be unfinished after a crash (log-recovery.ts says what may be cut).
+ *  - A base segment (flag bit 0) begins with a complete snapshot of the state, then the marker frame.
+ *  - MANIFEST names the newest segment and the base, each written only after what it names is
+ *    durable, so a newest segment that went missing, or a base that was lost, is seen at open.
+ * Nothing here is specific to queues: any log kept as segment files (a stream's, an inbox's) is
+ * framed, checked, recovered, verified and salvaged the same way.
  */
 import * as zlib from "node:zlib";
 
 /** A record is one mutation of the store, whose largest request is 10 MiB; the bound also keeps a
- * damaged length field from making recovery read gigabytes. It must stay below the marker's length. */
+ * damaged length from making a reader allocate gigabytes (the frame header's CRC catches a damaged
+ * length first; the bound is a second line). */
 export const recordBytesMax = 256 * 1024 * 1024;
 /** append() copies records into chunks of this size: one allocation per MiB of records, and a flush
  * gathers few buffers into its writev. */
 const encoderChunkBytes = 1024 * 1024;
 
 const segmentMagic = "HOPL";
-const formatVersion = 1;
+/** Format 1 framed a record as u32 length + u32 CRC, with no batch ends and no manifest; this code
+ * does not open it, and `hopper log salvage` converts it (docs/log-store.md). */
+export const formatVersionFirst = 1;
+export const formatVersion = 2;
 const baseFlag = 1;
+const durabilityOsFlag = 2;
 export const segmentHeaderBytes = 28;
-export const frameHeaderBytes = 8;
-export const markerLength = 0xffffffff;
+export const frameHeaderBytes = 16;
+const frameMagic = 0x1eb7;
+export const frameKind = { record: 1, marker: 2 } as const;
+const batchEndFlag = 1;
 export const segmentFilePattern = /^\d{20}\.log$/;
+export const manifestFileName = "MANIFEST";
+const manifestMagic = "HOPM";
+const manifestVersion = 1;
+export const manifestBytes = 28;
 const twoPow32 = 2 ** 32;
 
 /** A segment file open in this process, as the writer's io (append-log.ts) and recovery see it. */
@@ -47,39 +70,61 @@ export function requireZlibCrc32(zlibModule: { crc32?: unknown }): void {
     throw new Error(`the append log needs zlib.crc32 (Node 20.15 or later); this is Node ${process.version}`);
 }
 
-const crcTable = buildCrcTable();
-
-function buildCrcTable(): Uint32Array {
-  const table = new Uint32Array(256);
-  for (let byte = 0; byte < 256; byte++) {
-    let crc = byte;
-    for (let bit = 0; bit < 8; bit++) crc = crc & 1 ? 0xedb88320 ^ (crc >>> 1) : crc >>> 1;
-    table[byte] = crc >>> 0;
-  }
-  return table;
+/** A frame as its header describes it. */
+export interface FrameHeader {
+  kind: number;
+  batchEnd: boolean;
+  length: number;
+  payloadCrc: number;
 }
 
-/** CRC-32 of the 4 little-endian bytes of `length`: four table lookups cost less than a call into
- * zlib, which then continues the CRC over the payload. */
-function crc32OfLength(length: number): number {
-  let crc = 0xffffffff;
-  for (let shift = 0; shift < 32; shift += 8) {
-    crc = (crcTable[(crc ^ (length >>> shift)) & 0xff] ?? 0) ^ (crc >>> 8);
-  }
-  return (crc ^ 0xffffffff) >>> 0;
+/** Writes a frame header at `at`, its own CRC last. */
+function writeFrameHeader(into: Buffer, at: number, header: FrameHeader): void {
+  into.writeUInt16LE(frameMagic, at);
+  into[at + 2] = header.kind;
+  into[at + 3] = header.batchEnd ? batchEndFlag : 0;
+  into.writeUInt32LE(header.length, at + 4);
+  into.writeUInt32LE(header.payloadCrc, at + 8);
+  into.writeUInt32LE(zlib.crc32(into.subarray(at, at + 12)), at + 12);
 }
 
-export const markerCrc = crc32OfLength(markerLength);
+/** The frame header at `at` (16 bytes must be there), or undefined when those bytes are not one: a
+ * wrong magic, a failed CRC, an unknown kind or flag, or a length over the bound. */
+export function decodeFrameHeader(bytes: Buffer, at: number): FrameHeader | undefined {
+  if (bytes.readUInt16LE(at) !== frameMagic) return undefined;
+  if (zlib.crc32(bytes.subarray(at, at + 12)) !== bytes.readUInt32LE(at + 12)) return undefined;
+  const kind = bytes[at + 2] ?? 0;
+  const flags = bytes[at + 3] ?? 0;
+  const length = bytes.readUInt32LE(at + 4);
+  if (kind !== frameKind.record && kind !== frameKind.marker) return undefined;
+  if ((flags & ~batchEndFlag) !== 0 || length > recordBytesMax) return undefined;
+  if (kind === frameKind.marker && length !== 0) return undefined;
+  return { kind, batchEnd: (flags & batchEndFlag) !== 0, length, payloadCrc: bytes.readUInt32LE(at + 8) };
+}
 
-/** The frame's CRC: over the length bytes, then the payload. */
-export function frameCrc(payload: Uint8Array): number {
-  return zlib.crc32(payload, crc32OfLength(payload.length));
+export function payloadCrc(payload: Uint8Array): number {
+  return zlib.crc32(payload);
+}
+
+/** The bytes of one frame, for tests and tools that build a log by hand. */
+export function encodeFrame(payload: Uint8Array, options: { batchEnd: boolean; marker?: boolean }): Buffer {
+  const bytes = Buffer.alloc(frameHeaderBytes + payload.length);
+  const kind = options.marker ? frameKind.marker : frameKind.record;
+  writeFrameHeader(bytes, 0, {
+    kind,
+    batchEnd: options.batchEnd,
+    length: payload.length,
+    payloadCrc: options.marker ? 0 : payloadCrc(payload),
+  });
+  bytes.set(payload, frameHeaderBytes);
+  return bytes;
 }
 
 /**
  * Frames records into large chunks, copying each payload once, and hands out the bytes framed since
- * the last take() as a few buffers for one writev. A chunk is shared by consecutive takes: later
- * frames go after the bytes already handed out, which are never written again.
+ * the last take() as a few buffers for one writev, its last frame marked as the batch's end. A chunk
+ * is shared by consecutive takes: later frames go after the bytes already handed out, which are never
+ * written again.
  */
 export class FrameEncoder {
   /** Bytes framed and not yet taken. */
@@ -89,24 +134,32 @@ export class FrameEncoder {
   private takenTo = 0;
   /** Untaken bytes of earlier, full chunks. */
   private fullChunks: Buffer[] = [];
+  /** The last frame added and not yet taken, which take() marks as its batch's end. */
+  private lastFrame: { chunk: Buffer; at: number; header: FrameHeader } | undefined;
 
   add(record: Uint8Array): void {
     const length = record.length;
     if (length > recordBytesMax)
       throw new RangeError(`a log record holds at most ${recordBytesMax} bytes, not ${length}`);
     const at = this.reserve(frameHeaderBytes + length);
-    this.chunk.writeUInt32LE(length, at);
-    this.chunk.writeUInt32LE(frameCrc(record), at + 4);
+    const header = { kind: frameKind.record, batchEnd: false, length, payloadCrc: payloadCrc(record) };
+    writeFrameHeader(this.chunk, at, header);
     this.chunk.set(record, at + frameHeaderBytes);
+    this.lastFrame = { chunk: this.chunk, at, header };
   }
 
   addMarker(): void {
     const at = this.reserve(frameHeaderBytes);
-    this.chunk.writeUInt32LE(markerLength, at);
-    this.chunk.writeUInt32LE(markerCrc, at + 4);
+    const header = { kind: frameKind.marker, batchEnd: false, length: 0, payloadCrc: 0 };
+    writeFrameHeader(this.chunk, at, header);
+    this.lastFrame = { chunk: this.chunk, at, header };
   }
 
   take(): Buffer[] {
+    const last = this.lastFrame;
+    // Marked only now, as the batch is cut: none of its bytes has been handed to a write yet.
+    if (last !== undefined) writeFrameHeader(last.chunk, last.at, { ...last.header, batchEnd: true });
+    this.lastFrame = undefined;
     const buffers = this.fullChunks;
     if (this.filledTo > this.takenTo) buffers.push(this.chunk.subarray(this.takenTo, this.filledTo));
     this.fullChunks = [];
@@ -135,6 +188,8 @@ export interface SegmentHeader {
   seq: number;
   base: boolean;
   previousSeq: number;
+  /** Written by a log with durability "os": several batches at its end may be unsynced. */
+  unsynced: boolean;
 }
 
 export function segmentFileName(seq: number): string {
@@ -145,31 +200,73 @@ export function encodeSegmentHeader(header: SegmentHeader): Buffer {
   const bytes = Buffer.alloc(segmentHeaderBytes);
   bytes.write(segmentMagic, 0, "latin1");
   bytes.writeUInt16LE(formatVersion, 4);
-  bytes.writeUInt16LE(header.base ? baseFlag : 0, 6);
+  bytes.writeUInt16LE((header.base ? baseFlag : 0) | (header.unsynced ? durabilityOsFlag : 0), 6);
   writeUInt64(bytes, 8, header.seq);
   writeUInt64(bytes, 16, header.previousSeq);
   bytes.writeUInt32LE(zlib.crc32(bytes.subarray(0, 24)), 24);
   return bytes;
 }
 
-/** The header, or undefined when it is torn (short, or failing its CRC); throws for a header that is
- * intact but not one this code can read. */
-export function decodeSegmentHeader(
-  bytes: Buffer,
-  file: { fileName: string; seq: number },
-): SegmentHeader | undefined {
-  if (bytes.length < segmentHeaderBytes) return undefined;
-  if (zlib.crc32(bytes.subarray(0, 24)) !== bytes.readUInt32LE(24)) return undefined;
+/** What the first bytes of a segment file say. */
+export type DecodedSegmentHeader =
+  | { kind: "intact"; header: SegmentHeader }
+  /** Short, or failing its CRC. */
+  | { kind: "damaged" }
+  /** Intact, but not one this code reads: `what` says why. */
+  | { kind: "unreadable"; what: string; version?: number };
+
+export function decodeSegmentHeader(bytes: Buffer, seq: number): DecodedSegmentHeader {
+  if (bytes.length < segmentHeaderBytes) return { kind: "damaged" };
+  if (zlib.crc32(bytes.subarray(0, 24)) !== bytes.readUInt32LE(24)) return { kind: "damaged" };
   if (bytes.toString("latin1", 0, 4) !== segmentMagic)
-    throw corruption(file.fileName, 0, "is not an append log segment (wrong magic bytes)");
+    return { kind: "unreadable", what: "is not an append log segment (wrong magic bytes)" };
   const version = bytes.readUInt16LE(4);
   if (version !== formatVersion)
-    throw corruption(file.fileName, 0, `has format version ${version}; this code reads ${formatVersion}`);
+    return {
+      kind: "unreadable",
+      what: `has log format ${version}; this code reads format ${formatVersion}`,
+      version,
+    };
   const flags = bytes.readUInt16LE(6);
-  if ((flags & ~baseFlag) !== 0) throw corruption(file.fileName, 0, `has unknown flags ${flags}`);
-  const seq = readUInt64(bytes, 8);
-  if (seq !== file.seq) throw corruption(file.fileName, 0, `says it is segment ${seq}`);
-  return { seq, base: (flags & baseFlag) !== 0, previousSeq: readUInt64(bytes, 16) };
+  if ((flags & ~(baseFlag | durabilityOsFlag)) !== 0)
+    return { kind: "unreadable", what: `has unknown flags ${flags}` };
+  const headerSeq = readUInt64(bytes, 8);
+  if (headerSeq !== seq) return { kind: "unreadable", what: `says it is segment ${headerSeq}` };
+  return {
+    kind: "intact",
+    header: {
+      seq,
+      base: (flags & baseFlag) !== 0,
+      previousSeq: readUInt64(bytes, 16),
+      unsynced: (flags & durabilityOsFlag) !== 0,
+    },
+  };
+}
+
+/** MANIFEST: the newest segment and the base, each named only once it is durable. 0 means none. */
+export interface Manifest {
+  newestSeq: number;
+  baseSeq: number;
+}
+
+export function encodeManifest(manifest: Manifest): Buffer {
+  const bytes = Buffer.alloc(manifestBytes);
+  bytes.write(manifestMagic, 0, "latin1");
+  bytes.writeUInt16LE(manifestVersion, 4);
+  writeUInt64(bytes, 8, manifest.newestSeq);
+  writeUInt64(bytes, 16, manifest.baseSeq);
+  bytes.writeUInt32LE(zlib.crc32(bytes.subarray(0, 24)), 24);
+  return bytes;
+}
+
+/** The manifest, or a sentence saying what is wrong with its bytes. */
+export function decodeManifest(bytes: Buffer): Manifest | string {
+  if (bytes.length !== manifestBytes) return `is ${bytes.length} bytes long, not ${manifestBytes}`;
+  if (zlib.crc32(bytes.subarray(0, 24)) !== bytes.readUInt32LE(24)) return "fails its CRC";
+  if (bytes.toString("latin1", 0, 4) !== manifestMagic) return "has the wrong magic bytes";
+  const version = bytes.readUInt16LE(4);
+  if (version !== manifestVersion) return `has version ${version}; this code reads ${manifestVersion}`;
+  return { newestSeq: readUInt64(bytes, 8), baseSeq: readUInt64(bytes, 16) };
 }
 
 function writeUInt64(bytes: Buffer, at: number, value: number): void {
@@ -185,8 +282,4 @@ export function totalBytes(buffers: readonly Uint8Array[]): number {
   let bytes = 0;
   for (const buffer of buffers) bytes += buffer.length;
   return bytes;
-}
-
-export function corruption(fileName: string, offset: number, what: string): Error {
-  return new Error(`append log segment ${fileName} at offset ${offset}: ${what}`);
 }

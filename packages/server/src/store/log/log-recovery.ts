@@ -1,48 +1,85 @@
 /**
  * Recovery of an append log (append-log.ts): reads a directory of segments in the format of
- * log-format.ts, replays every intact record, and repairs what a crash can leave behind. It is
- * synchronous: it runs once, before the log serves anything.
+ * log-format.ts, replays every record of every complete batch, and decides what a crash may have left
+ * unfinished and what is damage. It is synchronous: it runs once, before the log serves anything.
+ *
+ * The rules (docs/log-store.md, "Recovery"):
+ *  1. Only an unfinished last write may be cut. With durability "fsync" a batch is written with one
+ *     writev and fdatasync'ed before the next one starts, so at most the newest segment's last batch
+ *     (a new segment's header and its first batch being one writev, one unit) can be unfinished. It
+ *     may be cut when it looks unfinished: it runs past the end of the file, or every region that fails
+ *     holds a zero disk block (log-scan.ts). The cut bytes are kept in a side file.
+ *  2. A segment written with durability "os" (flagged in its header) may end in several unsynced
+ *     batches after a power loss, written back in any order: there a cut may also drop intact batches
+ *     after the damage, on the same condition that the damage looks unfinished.
+ *  3. A base segment that MANIFEST does not name yet and that lacks its snapshot marker is an
+ *     unfinished compaction: the segments it would replace are all still there, so it is set aside.
+ *  4. Everything else is corruption, and open throws naming the file, the offset and what failed:
+ *     damage with an intact batch after it, a full-length batch that fails with bytes that are not
+ *     zeros, any damage outside the newest segment, a damaged header with data after it, a missing
+ *     segment, a newest segment older than MANIFEST says, a damaged MANIFEST or snapshot.
+ *  5. Nothing is opened with truncation. Files change only by a cut at a batch's edge (after its bytes
+ *     are durable in the side file), by being moved aside, and by the deletion of segments that a
+ *     complete base replaced (after MANIFEST names that base).
  */
 import {
   closeSync,
-  fdatasyncSync,
+  existsSync,
   fstatSync,
   fsyncSync,
   ftruncateSync,
   mkdirSync,
   openSync,
   readdirSync,
+  readFileSync,
   readSync,
+  renameSync,
   unlinkSync,
   writeSync,
 } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import {
-  corruption,
+  type DecodedSegmentHeader,
+  decodeManifest,
   decodeSegmentHeader,
-  encodeSegmentHeader,
-  frameCrc,
-  frameHeaderBytes,
-  markerCrc,
-  markerLength,
-  recordBytesMax,
+  encodeManifest,
+  formatVersionFirst,
+  type Manifest,
+  manifestFileName,
   type SegmentFile,
   type SegmentHeader,
   segmentFileName,
   segmentFilePattern,
   segmentHeaderBytes,
 } from "./log-format.js";
+import {
+  nextIntactFrame,
+  SegmentReader,
+  type SegmentScan,
+  scanSegment,
+  type TailDamage,
+} from "./log-scan.js";
 
-/** Recovery reads segments in chunks of this size (a larger record is read whole). */
-const readChunkBytes = 1024 * 1024;
+/** Where recovery keeps what it cut or set aside, inside the log directory. */
+export const setAsideDirName = "set-aside";
+
+/** Damage that recovery refuses to repair: the log does not open. */
+export class LogCorruption extends Error {
+  constructor(
+    readonly fileName: string,
+    readonly offset: number,
+    readonly what: string,
+  ) {
+    super(`append log: ${fileName} at offset ${offset}: ${what}`);
+  }
+}
 
 interface ListedSegment {
   seq: number;
   fileName: string;
   path: string;
   fileBytes: number;
-  /** Undefined when torn. */
-  header: SegmentHeader | undefined;
+  decoded: DecodedSegmentHeader;
 }
 
 type HeadedSegment = ListedSegment & { header: SegmentHeader };
@@ -51,115 +88,51 @@ export interface OpenSegment extends SegmentFile, SegmentHeader {
   bytes: number;
 }
 
+/** What recovery did, for the operator and for /metrics. */
+export interface RecoveryOutcome {
+  segmentsRead: number;
+  recordsReplayed: number;
+  /** The unfinished tail cut from the newest segment. */
+  cut?: { fileName: string; offset: number; bytes: number; records: number; reason: string; keptIn: string };
+  /** Whole files moved into set-aside/: unfinished bases, a new segment whose first write did not finish. */
+  setAside: Array<{ fileName: string; reason: string; keptIn: string }>;
+  /** Segments deleted because a complete base replaced them. */
+  supersededDeleted: number;
+}
+
 export interface RecoveredLog {
   current: OpenSegment | undefined;
   segmentBytes: Map<number, number>;
   nextSeq: number;
   lastRegularSeq: number;
-  /** Bytes of a torn tail cut from the newest segment (0 when it ended whole), to be reported. */
-  truncatedBytes: number;
+  manifest: Manifest;
+  outcome: RecoveryOutcome;
 }
 
-/** Reads a segment file in chunks; a chunk is never reused, so views handed out stay valid. */
-class SegmentReader {
-  private chunk = Buffer.alloc(0);
-  private chunkStart = 0;
-
-  constructor(
-    private readonly fd: number,
-    readonly fileBytes: number,
-  ) {}
-
-  /** The bytes [position, position + length), which the caller knows lie inside the file. */
-  bytesAt(position: number, length: number): Buffer {
-    const end = position + length;
-    if (position < this.chunkStart || end > this.chunkStart + this.chunk.length) {
-      const chunkBytes = Math.min(Math.max(readChunkBytes, length), this.fileBytes - position);
-      this.chunk = Buffer.allocUnsafe(chunkBytes);
-      this.chunkStart = position;
-      let filled = 0;
-      while (filled < chunkBytes) {
-        const read = readSync(this.fd, this.chunk, filled, chunkBytes - filled, position + filled);
-        if (read === 0)
-          throw new Error(`a segment file shrank while it was read, at offset ${position + filled}`);
-        filled += read;
-      }
-    }
-    return this.chunk.subarray(position - this.chunkStart, end - this.chunkStart);
-  }
+/** What reading the directory found, before anything on disk changes. */
+export interface RecoveryPlan {
+  /** Undefined for a directory with no MANIFEST and no segment: a new log. */
+  manifest: Manifest | undefined;
+  segments: ListedSegment[];
+  base: HeadedSegment | undefined;
+  /** The segments replayed, base first, with what reading each found. */
+  replayed: Array<{ segment: HeadedSegment; scan: SegmentScan }>;
+  superseded: HeadedSegment[];
+  setAside: Array<{ segment: ListedSegment; reason: string }>;
+  cut: { segment: HeadedSegment; damage: TailDamage } | undefined;
+  lastRegularSeq: number;
+  recordsReplayed: number;
 }
 
-interface ScanResult {
-  /** End of the last intact frame. */
-  end: number;
-  markerSeen: boolean;
-  /** Why the scan stopped before the end of the file: "torn" damage can come from a crash mid-write,
-   * "invalid" never can. */
-  damage?: { kind: "torn" | "invalid"; reason: string };
+function readManifest(dir: string): Manifest | undefined {
+  const path = join(dir, manifestFileName);
+  if (!existsSync(path)) return undefined;
+  const decoded = decodeManifest(readFileSync(path));
+  if (typeof decoded === "string") throw new LogCorruption(manifestFileName, 0, decoded);
+  return decoded;
 }
 
-/**
- * Walks the frames of a segment from its header on, passing each record's payload to `onRecord`.
- * Stops at the first damaged frame, or (with stopAtMarker) right after the snapshot marker.
- */
-function scanFrames(
-  reader: SegmentReader,
-  isBase: boolean,
-  onRecord: ((payload: Buffer) => void) | undefined,
-  stopAtMarker: boolean,
-): ScanResult {
-  const fileBytes = reader.fileBytes;
-  let offset = segmentHeaderBytes;
-  let markerSeen = false;
-  const stop = (kind: "torn" | "invalid", reason: string): ScanResult => ({
-    end: offset,
-    markerSeen,
-    damage: { kind, reason },
-  });
-  while (offset < fileBytes) {
-    if (fileBytes - offset < frameHeaderBytes)
-      return stop("torn", "a frame header runs past the end of the file");
-    const frameHeader = reader.bytesAt(offset, frameHeaderBytes);
-    const length = frameHeader.readUInt32LE(0);
-    const crc = frameHeader.readUInt32LE(4);
-    if (length === markerLength) {
-      if (crc !== markerCrc) return stop("torn", "a snapshot marker fails its CRC");
-      if (!isBase || markerSeen)
-        return stop("invalid", "a snapshot marker outside the start of a base segment");
-      markerSeen = true;
-      offset += frameHeaderBytes;
-      if (stopAtMarker) return { end: offset, markerSeen };
-      continue;
-    }
-    if (length > recordBytesMax) return stop("torn", `a record length of ${length} bytes, over the maximum`);
-    if (offset + frameHeaderBytes + length > fileBytes)
-      return stop("torn", `a record of ${length} bytes runs past the end of the file`);
-    const payload = reader.bytesAt(offset + frameHeaderBytes, length);
-    if (frameCrc(payload) !== crc) {
-      // A torn write leaves nothing whole after it; a whole record after this one means the bytes of
-      // a record that was written went bad: corruption, which is never cut away silently.
-      if (wholeFrameAt(reader, offset + frameHeaderBytes + length))
-        return stop("invalid", "a record fails its CRC and the record after it is whole");
-      return stop("torn", "a record fails its CRC");
-    }
-    onRecord?.(payload);
-    offset += frameHeaderBytes + length;
-  }
-  return { end: offset, markerSeen };
-}
-
-/** Whether a whole frame (a record whose CRC holds, or a marker) starts at `offset`. */
-function wholeFrameAt(reader: SegmentReader, offset: number): boolean {
-  if (reader.fileBytes - offset < frameHeaderBytes) return false;
-  const frameHeader = reader.bytesAt(offset, frameHeaderBytes);
-  const length = frameHeader.readUInt32LE(0);
-  const crc = frameHeader.readUInt32LE(4);
-  if (length === markerLength) return crc === markerCrc;
-  if (length > recordBytesMax || offset + frameHeaderBytes + length > reader.fileBytes) return false;
-  return frameCrc(reader.bytesAt(offset + frameHeaderBytes, length)) === crc;
-}
-
-/** The segment files in the directory, in log order, with their headers. */
+/** The segment files in the directory, in log order, with what their first bytes say. */
 function listSegments(dir: string): ListedSegment[] {
   const fileNames = readdirSync(dir)
     .filter((name) => segmentFilePattern.test(name))
@@ -167,32 +140,191 @@ function listSegments(dir: string): ListedSegment[] {
   return fileNames.map((fileName) => {
     const seq = Number(fileName.slice(0, 20));
     if (!Number.isSafeInteger(seq) || seq === 0)
-      throw corruption(fileName, 0, "has an impossible sequence number");
+      throw new LogCorruption(fileName, 0, "has an impossible sequence number");
     const path = join(dir, fileName);
     const fd = openSync(path, "r");
     try {
       const fileBytes = fstatSync(fd).size;
       const headerBytes = Buffer.alloc(Math.min(fileBytes, segmentHeaderBytes));
       readSync(fd, headerBytes, 0, headerBytes.length, 0);
-      return { seq, fileName, path, fileBytes, header: decodeSegmentHeader(headerBytes, { fileName, seq }) };
+      return { seq, fileName, path, fileBytes, decoded: decodeSegmentHeader(headerBytes, seq) };
     } finally {
       closeSync(fd);
     }
   });
 }
 
-function baseHasMarker(segment: HeadedSegment): boolean {
+function withReader<T>(segment: ListedSegment, read: (reader: SegmentReader) => T): T {
   const fd = openSync(segment.path, "r");
   try {
-    return scanFrames(new SegmentReader(fd, segment.fileBytes), true, undefined, true).markerSeen;
+    return read(new SegmentReader(fd, segment.fileBytes));
   } finally {
     closeSync(fd);
   }
 }
 
+/** The advice every refusal ends with. */
+export function salvageAdvice(dir: string): string {
+  return (
+    `Hopper does not open a damaged log. \`hopper log verify ${dir}\` shows what it finds; ` +
+    `\`hopper log salvage ${dir} --to <new directory>\` copies every intact record before the damage ` +
+    'into a new log (docs/log-store.md, "Recovery")'
+  );
+}
+
 /**
- * Checks that each segment names the one before it (invariant 6), from the base on (or from the first
- * segment when there is no base); answers the seq that the next new regular segment must name.
+ * Reads the log in `dir` and decides what recovery does, replaying every complete batch into `replay`
+ * on the way. Changes nothing on disk. Throws LogCorruption for damage that a crash cannot explain.
+ */
+export function planRecovery(
+  dir: string,
+  replay: (record: Buffer) => void,
+  options: { weakenedForTests?: boolean } = {},
+): RecoveryPlan {
+  const manifest = readManifest(dir);
+  const segments = listSegments(dir);
+  const newest = segments.at(-1);
+  for (const segment of segments) {
+    if (segment.decoded.kind !== "unreadable") continue;
+    const what =
+      segment.decoded.version === formatVersionFirst
+        ? `${segment.decoded.what}. Convert the log with \`hopper log salvage ${dir} --to <new directory>\`, which reads format ${formatVersionFirst}`
+        : segment.decoded.what;
+    throw new LogCorruption(segment.fileName, 0, what);
+  }
+  if (manifest === undefined && newest !== undefined)
+    throw new LogCorruption(manifestFileName, 0, "is missing, and the directory holds segments");
+  const named = manifest ?? { newestSeq: 0, baseSeq: 0 };
+  if (named.newestSeq > (newest?.seq ?? 0))
+    throw new LogCorruption(
+      segmentFileName(named.newestSeq),
+      0,
+      `is missing: ${manifestFileName} names it as the newest segment, and the newest file is ${newest?.fileName ?? "none"}`,
+    );
+
+  const setAside: RecoveryPlan["setAside"] = [];
+  const headed: HeadedSegment[] = [];
+  for (const segment of segments) {
+    if (segment.decoded.kind === "intact") {
+      headed.push({ ...segment, header: segment.decoded.header });
+      continue;
+    }
+    if (segment === newest && segment.seq > named.newestSeq && unfinishedFirstWrite(segment)) {
+      setAside.push({ segment, reason: "a new segment whose first write did not finish" });
+      continue;
+    }
+    throw new LogCorruption(
+      segment.fileName,
+      0,
+      segment === newest
+        ? "the segment header fails its check, and the file is not an unfinished first write (its bytes are not zeros, or a complete batch follows)"
+        : "the segment header fails its check, in a segment that is not the newest",
+    );
+  }
+
+  const base = chooseBase(headed, named, setAside);
+  const fromBase = headed.filter(
+    (segment) => !setAside.some((aside) => aside.segment === segment) && segment.seq >= (base?.seq ?? 0),
+  );
+  const superseded = base === undefined ? [] : headed.filter((segment) => segment.seq < base.seq);
+  const lastRegularSeq = checkSegmentLinks(fromBase, base);
+
+  const plan: RecoveryPlan = {
+    manifest,
+    segments,
+    base,
+    replayed: [],
+    superseded,
+    setAside,
+    cut: undefined,
+    lastRegularSeq,
+    recordsReplayed: 0,
+  };
+  for (const segment of fromBase) {
+    const scan = withReader(segment, (reader) =>
+      scanSegment(reader, segment.header.base, (records) => {
+        for (const record of records) replay(record);
+      }),
+    );
+    plan.replayed.push({ segment, scan });
+    plan.recordsReplayed += scan.records;
+    if (scan.damage === undefined) continue;
+    if (!options.weakenedForTests) checkCut(segment, scan.damage, segment.seq === newest?.seq, named);
+    plan.cut = { segment, damage: scan.damage };
+  }
+  return plan;
+}
+
+/** A new segment's header and first batch are one writev: the file is an unfinished first write when
+ * it is shorter than a header or its header holds a zero block, and no complete batch follows. */
+function unfinishedFirstWrite(segment: ListedSegment): boolean {
+  return withReader(segment, (reader) => {
+    const headerEnd = Math.min(segmentHeaderBytes, reader.fileBytes);
+    const zeroHeader = reader.fileBytes < segmentHeaderBytes || reader.allZero(0, headerEnd);
+    if (!zeroHeader) return false;
+    for (let at = 0; ; ) {
+      const frame = nextIntactFrame(reader, at);
+      if (frame === undefined) return true;
+      if (frame.batchEnd) return false;
+      at = frame.offset + 1;
+    }
+  });
+}
+
+/**
+ * The newest base whose snapshot is complete, not older than MANIFEST's; newer bases without their
+ * marker are unfinished compactions, set aside (rule 3). MANIFEST's own base must be complete.
+ */
+function chooseBase(
+  headed: readonly HeadedSegment[],
+  named: Manifest,
+  setAside: RecoveryPlan["setAside"],
+): HeadedSegment | undefined {
+  for (const segment of headed.toReversed()) {
+    if (!segment.header.base || segment.seq < named.baseSeq) continue;
+    const scan = withReader(segment, (reader) => scanSegment(reader, true, undefined));
+    if (scan.markerEnd !== undefined && scan.damage === undefined) return segment;
+    if (segment.seq === named.baseSeq)
+      throw new LogCorruption(
+        segment.fileName,
+        scan.damage?.offset ?? scan.completeEnd,
+        `${scan.damage?.reason ?? "the snapshot has no marker"}, in the base that ${manifestFileName} names as complete`,
+      );
+    setAside.push({ segment, reason: "a base segment whose compaction did not finish" });
+  }
+  if (named.baseSeq > 0)
+    throw new LogCorruption(
+      segmentFileName(named.baseSeq),
+      0,
+      `is missing: ${manifestFileName} names it as the base of the log`,
+    );
+  return undefined;
+}
+
+/** Throws unless the damage found in `segment` is an unfinished last write that may be cut (rules 1, 2). */
+function checkCut(segment: HeadedSegment, damage: TailDamage, isNewest: boolean, named: Manifest): void {
+  const refuse = (why: string) => {
+    throw new LogCorruption(segment.fileName, damage.offset, `${damage.reason}; ${why}`);
+  };
+  if (segment.header.base) refuse("a base segment holds only its snapshot, so this is corruption");
+  if (!isNewest)
+    refuse("only the newest segment's last batch can be unfinished, and this segment is not the newest");
+  if (damage.batchEndsAfter > 0 && !segment.header.unsynced)
+    refuse(
+      `${damage.batchEndsAfter} complete batch(es) follow it, so the damaged batch had been written and synced: this is corruption, not an unfinished write`,
+    );
+  if (!damage.looksUnfinished)
+    refuse(
+      "the damaged bytes are not zeros and do not run past the end of the file, which an unfinished write never leaves: this is corruption",
+    );
+  if (segment.seq <= named.newestSeq && damage.tailStart === segmentHeaderBytes)
+    refuse(`${manifestFileName} names this segment, so its first batch was durable: this is corruption`);
+}
+
+/**
+ * Checks that each segment names the one before it (invariant 6 of append-log.ts), from the base on
+ * (or from the first segment when there is no base); answers the seq that the next new regular segment
+ * must name.
  */
 function checkSegmentLinks(segments: readonly HeadedSegment[], base: HeadedSegment | undefined): number {
   let expectedPrevious = 0;
@@ -203,135 +335,190 @@ function checkSegmentLinks(segments: readonly HeadedSegment[], base: HeadedSegme
     }
     if (segment.header.previousSeq !== expectedPrevious) {
       const expected = expectedPrevious === 0 ? "no segment" : segmentFileName(expectedPrevious);
-      throw corruption(
+      throw new LogCorruption(
         segment.fileName,
         0,
         `follows ${segmentFileName(segment.header.previousSeq)}, but the log holds ${expected} before it: ` +
           "a segment (or the base segment that replaced it) is missing",
       );
     }
-    // An unfinished base leaves the chain as it was: the segment after it names the same predecessor.
     if (!segment.header.base) expectedPrevious = segment.seq;
   }
   return expectedPrevious;
 }
 
-/** Replays one segment; in the newest file a torn tail is truncated (ftruncate + fsync), elsewhere it is
- * corruption. Answers the segment's size afterwards. */
-function replaySegment(
-  fd: number,
-  segment: HeadedSegment,
-  replay: (record: Buffer) => void,
-  isNewest: boolean,
-  syncAtOpen: (fd: number) => void,
-): number {
-  const scan = scanFrames(new SegmentReader(fd, segment.fileBytes), segment.header.base, replay, false);
-  if (segment.header.base && !scan.markerSeen)
-    throw corruption(segment.fileName, scan.end, "a base segment lost its snapshot marker while being read");
-  if (scan.damage === undefined) {
-    // What was written before a crash but never fdatasync'ed may still be only in the page cache; once
-    // replayed it is state that answers rest on (a lease answers once its messages are durable), so it
-    // is made durable before the store opens.
-    if (isNewest) syncAtOpen(fd);
-    return scan.end;
-  }
-  if (!isNewest || scan.damage.kind === "invalid")
-    throw corruption(
-      segment.fileName,
-      scan.end,
-      `${scan.damage.reason}; only the newest segment may end in a torn record, so this is corruption`,
-    );
-  ftruncateSync(fd, scan.end);
-  fsyncSync(fd);
-  return scan.end;
-}
-
 /**
- * Recovers the log in `dir`: picks the newest complete base (or the first segment), checks the links,
- * replays every intact record in order, truncates a torn tail of the newest segment, deletes the
- * segments that a complete base replaced and the unfinished bases, and rewrites a torn newest header.
+ * Recovers the log in `dir`: plans (replaying every complete batch), then carries the plan out — keeps
+ * a cut tail and moved files in set-aside/, cuts, names the base in MANIFEST, deletes the segments the
+ * base replaced — and opens the newest regular segment for appends when the log may continue it.
  */
 export function recoverLog(
   dir: string,
   dirFd: number,
   replay: (record: Buffer) => void,
-  syncAtOpen: (fd: number) => void,
+  options: { syncAtOpen: (fd: number) => void; unsynced: boolean; weakenedForTests?: boolean },
 ): RecoveredLog {
-  const listed = listSegments(dir);
-  const newest = listed.at(-1);
-  for (const segment of listed) {
-    if (segment.header === undefined && segment !== newest)
-      throw corruption(segment.fileName, 0, "has a damaged header, and only the newest segment may be torn");
-  }
-  const headed = listed.filter((segment): segment is HeadedSegment => segment.header !== undefined);
-
-  let base: HeadedSegment | undefined;
-  const unfinishedBases: HeadedSegment[] = [];
-  for (const segment of headed.toReversed()) {
-    if (!segment.header.base) continue;
-    if (baseHasMarker(segment)) {
-      base = segment;
-      break;
-    }
-    unfinishedBases.push(segment);
-  }
-  const fromBase = base === undefined ? headed : headed.filter((segment) => segment.seq >= base.seq);
-  const superseded = base === undefined ? [] : headed.filter((segment) => segment.seq < base.seq);
-  let lastRegularSeq = checkSegmentLinks(fromBase, base);
-
-  const segmentBytes = new Map<number, number>();
-  let current: OpenSegment | undefined;
-  let truncatedBytes = 0;
+  // What earlier runs renamed, created or deleted is made durable before anything is read or changed.
+  fsyncSync(dirFd);
+  let plan: RecoveryPlan;
   try {
-    for (const segment of fromBase) {
-      if (unfinishedBases.includes(segment)) continue;
-      const isNewest = segment === newest;
-      const fd = openSync(segment.path, isNewest ? "r+" : "r");
-      try {
-        const bytes = replaySegment(fd, segment, replay, isNewest, syncAtOpen);
-        if (isNewest) truncatedBytes = segment.fileBytes - bytes;
-        segmentBytes.set(segment.seq, bytes);
-        // Appends continue in the newest segment, unless it is a base: a base holds only its snapshot.
-        if (isNewest && !segment.header.base)
-          current = { fd, fileName: segment.fileName, ...segment.header, bytes };
-      } finally {
-        if (current?.fd !== fd) closeSync(fd);
-      }
-    }
-
-    // Deleted only after a replay that succeeded, so a log that throws keeps every file for inspection.
-    const deleted = [...superseded, ...unfinishedBases];
-    for (const segment of deleted) unlinkSync(segment.path);
-    if (deleted.length > 0) fsyncSync(dirFd);
-
-    if (newest !== undefined && newest.header === undefined) {
-      current = rewriteTornHeader(newest, lastRegularSeq, dirFd);
-      segmentBytes.set(newest.seq, current.bytes);
-      lastRegularSeq = newest.seq;
-    }
+    plan = planRecovery(dir, replay, { weakenedForTests: options.weakenedForTests ?? false });
   } catch (error) {
-    if (current !== undefined) closeSync(current.fd);
+    if (error instanceof LogCorruption) error.message = `${error.message}. ${salvageAdvice(dir)}`;
     throw error;
   }
-  return { current, segmentBytes, nextSeq: (newest?.seq ?? 0) + 1, lastRegularSeq, truncatedBytes };
+  const outcome: RecoveryOutcome = {
+    segmentsRead: plan.replayed.length,
+    recordsReplayed: plan.recordsReplayed,
+    setAside: [],
+    supersededDeleted: 0,
+  };
+  for (const { segment, reason } of plan.setAside) {
+    const keptIn = moveAside(dir, dirFd, segment.fileName);
+    outcome.setAside.push({ fileName: segment.fileName, reason, keptIn });
+  }
+  const segmentBytes = new Map<number, number>();
+  for (const { segment } of plan.replayed) segmentBytes.set(segment.seq, segment.fileBytes);
+  if (plan.cut !== undefined) {
+    const { segment, damage } = plan.cut;
+    const keptIn = cutTail(dir, dirFd, segment, damage.tailStart);
+    segmentBytes.set(segment.seq, damage.tailStart);
+    outcome.cut = {
+      fileName: segment.fileName,
+      offset: damage.tailStart,
+      bytes: damage.tailBytes,
+      records: damage.tailRecords,
+      reason: damage.reason,
+      keptIn,
+    };
+  }
+
+  const kept = plan.replayed.map(({ segment }) => segment);
+  const newestKept = kept.at(-1);
+  const manifest = { newestSeq: newestKept?.seq ?? 0, baseSeq: plan.base?.seq ?? 0 };
+  if (
+    plan.manifest === undefined ||
+    plan.manifest.newestSeq !== manifest.newestSeq ||
+    plan.manifest.baseSeq !== manifest.baseSeq
+  )
+    writeManifest(dir, dirFd, manifest);
+  // Deleted only once MANIFEST names the base that replaced them, and after a plan that succeeded, so
+  // a log that throws keeps every file for inspection.
+  for (const segment of plan.superseded) unlinkSync(segment.path);
+  if (plan.superseded.length > 0) fsyncSync(dirFd);
+  outcome.supersededDeleted = plan.superseded.length;
+
+  // Appends continue in the newest segment when it is regular and was written in this durability;
+  // otherwise the next flush starts a new segment.
+  let current: OpenSegment | undefined;
+  if (newestKept !== undefined) {
+    const fd = openSync(newestKept.path, "r+");
+    try {
+      // Bytes written before a crash but never fdatasync'ed may still be only in the page cache; once
+      // replayed they are state that answers rest on, so they are made durable before the store opens.
+      if (plan.cut === undefined) options.syncAtOpen(fd);
+    } catch (error) {
+      closeSync(fd);
+      throw error;
+    }
+    if (!newestKept.header.base && newestKept.header.unsynced === options.unsynced) {
+      const bytes = segmentBytes.get(newestKept.seq) ?? newestKept.fileBytes;
+      current = { fd, fileName: newestKept.fileName, ...newestKept.header, bytes };
+    } else {
+      closeSync(fd);
+    }
+  }
+  const highestSeq = Math.max(0, ...plan.segments.map((segment) => segment.seq));
+  return {
+    current,
+    segmentBytes,
+    nextSeq: highestSeq + 1,
+    lastRegularSeq: plan.lastRegularSeq,
+    manifest,
+    outcome,
+  };
 }
 
-/** A crash right after a segment's creation can leave its header torn: the file held no acknowledged
- * record (its first flush had not fdatasync'ed), so it starts over as an empty regular segment. */
-function rewriteTornHeader(segment: ListedSegment, previousSeq: number, dirFd: number): OpenSegment {
-  const header = { seq: segment.seq, base: false, previousSeq };
-  const bytes = encodeSegmentHeader(header);
-  const fd = openSync(segment.path, "w");
+/** Moves a whole file into set-aside/ (made durable in both directories); answers where it went. */
+function moveAside(dir: string, dirFd: number, fileName: string): string {
+  const asideDir = ensureSetAsideDir(dir, dirFd);
+  const keptIn = join(setAsideDirName, uniqueName(join(dir, setAsideDirName), fileName));
+  renameSync(join(dir, fileName), join(dir, keptIn));
+  syncPath(asideDir);
+  fsyncSync(dirFd);
+  return keptIn;
+}
+
+/** Copies [offset, end) of the segment into set-aside/ and makes the copy durable, then cuts the
+ * segment at `offset` and makes the cut durable; answers where the bytes went. */
+function cutTail(dir: string, dirFd: number, segment: ListedSegment, offset: number): string {
+  const asideDir = ensureSetAsideDir(dir, dirFd);
+  const keptIn = join(setAsideDirName, uniqueName(asideDir, `${segment.fileName}.tail-from-${offset}`));
+  const fd = openSync(segment.path, "r+");
   try {
-    let written = 0;
-    while (written < bytes.length) written += writeSync(fd, bytes, written, bytes.length - written, written);
-    fdatasyncSync(fd);
-    fsyncSync(dirFd);
-  } catch (error) {
+    const tail = Buffer.alloc(segment.fileBytes - offset);
+    let read = 0;
+    while (read < tail.length) {
+      const got = readSync(fd, tail, read, tail.length - read, offset + read);
+      if (got === 0) throw new Error(`${segment.fileName} shrank while recovery read it`);
+      read += got;
+    }
+    const sideFd = openSync(join(dir, keptIn), "wx");
+    try {
+      let written = 0;
+      while (written < tail.length) written += writeSync(sideFd, tail, written, tail.length - written);
+      fsyncSync(sideFd);
+    } finally {
+      closeSync(sideFd);
+    }
+    syncPath(asideDir);
+    ftruncateSync(fd, offset);
+    fsyncSync(fd);
+  } finally {
     closeSync(fd);
-    throw error;
   }
-  return { fd, fileName: segment.fileName, ...header, bytes: bytes.length };
+  return keptIn;
+}
+
+function ensureSetAsideDir(dir: string, dirFd: number): string {
+  const asideDir = join(dir, setAsideDirName);
+  if (!existsSync(asideDir)) {
+    mkdirSync(asideDir);
+    fsyncSync(dirFd);
+  }
+  return asideDir;
+}
+
+/** `name`, or `name.2`, `name.3`…: a side file is never overwritten. */
+function uniqueName(dir: string, name: string): string {
+  let candidate = name;
+  for (let copy = 2; existsSync(join(dir, candidate)); copy++) candidate = `${name}.${copy}`;
+  return candidate;
+}
+
+function syncPath(path: string): void {
+  const fd = openSync(path, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Replaces MANIFEST: a temporary file, fsync, rename, directory fsync (as LevelDB's CURRENT). */
+export function writeManifest(dir: string, dirFd: number, manifest: Manifest): void {
+  const temporary = join(dir, `${manifestFileName}.tmp`);
+  const fd = openSync(temporary, "w");
+  try {
+    const bytes = encodeManifest(manifest);
+    let written = 0;
+    while (written < bytes.length) written += writeSync(fd, bytes, written, bytes.length - written);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(temporary, join(dir, manifestFileName));
+  fsyncSync(dirFd);
 }
 
 /** mkdir -p, then fsyncs the parent of every directory it created, so their entries are durable. */
@@ -341,12 +528,7 @@ export function createDirectory(dir: string): void {
   const top = resolve(firstCreated);
   // Bounded by the path's depth: dirname() of the root is the root.
   for (let created = resolve(dir); created !== dirname(created); created = dirname(created)) {
-    const parentFd = openSync(dirname(created), "r");
-    try {
-      fsyncSync(parentFd);
-    } finally {
-      closeSync(parentFd);
-    }
+    syncPath(dirname(created));
     if (created === top) return;
   }
 }

@@ -54,6 +54,7 @@ import {
 } from "../store.js";
 import { AppendLog, type AppendLogOptions } from "./append-log.js";
 import { Commits } from "./commits.js";
+import type { RecoveryOutcome } from "./log-recovery.js";
 import { LogState } from "./log-state.js";
 import {
   asOrderRow,
@@ -92,6 +93,7 @@ export interface LogStoreDiskOptions {
    * written to the OS (AppendLogOptions.durability). */
   durability?: Durability;
   io?: AppendLogOptions["io"];
+  weakenedRecoveryForTests?: AppendLogOptions["weakenedRecoveryForTests"];
 }
 
 type MoveParams = Parameters<Store["queueMove"]>[0];
@@ -138,6 +140,7 @@ export class LogStore implements Store {
       segmentBytesMax: limits.logSegmentBytesMax,
       io: options.io,
       durability: options.durability,
+      weakenedRecoveryForTests: options.weakenedRecoveryForTests,
     };
     store.log = AppendLog.open(logOptions, (record) => store.replay(record));
     store.commits.attach(store.log);
@@ -188,12 +191,13 @@ export class LogStore implements Store {
   }
 
   /** The log's size now and the compactions done since the store opened. */
-  get logStats(): { bytes: number; compactions: number; truncatedBytes: number } {
-    return {
-      bytes: this.log?.bytes ?? 0,
-      compactions: this.compactions,
-      truncatedBytes: this.log?.truncatedBytes ?? 0,
-    };
+  get logStats(): { bytes: number; compactions: number } {
+    return { bytes: this.log?.bytes ?? 0, compactions: this.compactions };
+  }
+
+  /** What opening the log found and repaired: records replayed, a tail cut, files set aside. */
+  get recovery(): RecoveryOutcome | undefined {
+    return this.log?.recovery;
   }
 
   /** Calls and commits so far, for the benchmark's "calls per commit": on disk a commit is a batch the
