@@ -66,6 +66,7 @@ export class CommitCounter implements CommitHooks {
   private commits: number;
   private readonly fd: number;
   private readonly update: Statement;
+  private closed = false;
 
   constructor(db: Database, path: string) {
     this.commits = (db.prepare(sql.commitCountSelect).get() as { commits: number }).commits;
@@ -87,7 +88,10 @@ export class CommitCounter implements CommitHooks {
     writeSync(this.fd, encode(this.commits), 0, fileBytes, 0);
   }
 
+  /** Closes the side file; a second close (a store closed twice) does nothing. */
   close(): void {
+    if (this.closed) return;
+    this.closed = true;
     closeSync(this.fd);
   }
 }

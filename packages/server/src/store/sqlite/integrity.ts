@@ -60,8 +60,14 @@ export function checkDatabaseFiles(path: string, checks: DatabaseChecks): void {
 
 /** PRAGMA quick_check: SQLite's check of every b-tree page, without comparing indexes to their tables. */
 function quickCheck(db: Database.Database, path: string): void {
-  const rows = db.pragma(`quick_check(${limits.integrityProblemsShownMax})`) as { quick_check: string }[];
-  const problems = rows.map((row) => row.quick_check);
+  let problems: string[];
+  try {
+    const rows = db.pragma(`quick_check(${limits.integrityProblemsShownMax})`) as { quick_check: string }[];
+    problems = rows.map((row) => row.quick_check);
+  } catch (error) {
+    // A page so damaged that SQLite stops reading ("database disk image is malformed").
+    problems = [(error as Error).message];
+  }
   if (problems.length === 1 && problems[0] === "ok") return;
   throw storeDamaged(
     path,
