@@ -18,7 +18,26 @@ import {
   replaceBytes,
   walFrames,
 } from "../testing/file-damage.js";
-import { createTempDir, type ServerProcessOptions, startServerProcess } from "../testing/server-process.js";
+import {
+  createTempDir,
+  type ServerProcess,
+  type ServerProcessOptions,
+  startServerProcess,
+} from "../testing/server-process.js";
+
+/** Runs `body` with a server on a fresh data file, in a directory removed afterwards. */
+async function onFreshServer(
+  body: (dataFile: string, server: ServerProcess, client: HopperClient) => Promise<void>,
+): Promise<void> {
+  const dir = createTempDir();
+  try {
+    const dataFile = dir.file("hopper.db");
+    const server = await startServerProcess({ dataFile });
+    await body(dataFile, server, new HopperClient({ url: server.url }));
+  } finally {
+    dir.remove();
+  }
+}
 
 /** Resolves with the error a start that must fail gave, which includes the server's stderr. */
 async function refusedStart(options: ServerProcessOptions): Promise<string> {
@@ -33,12 +52,10 @@ async function refusedStart(options: ServerProcessOptions): Promise<string> {
   return server.message;
 }
 
-test("e2e sqlite: AMOUNT-1000-EUR edited to AMOUNT-9000-EUR in the file is never received", async () => {
-  const dir = createTempDir();
-  try {
-    const dataFile = dir.file("hopper.db");
-    let server = await startServerProcess({ dataFile });
-    let client = new HopperClient({ url: server.url });
+test("e2e sqlite: AMOUNT-1000-EUR edited to AMOUNT-9000-EUR in the file is never received", () =>
+  onFreshServer(async (dataFile, first, firstClient) => {
+    let server = first;
+    let client = firstClient;
     await client.putQueue("orders-dlq");
     await client.putQueue("orders", { deadLetter: { queue: "orders-dlq", maxDeliveries: 5 } });
     await client.putQueue("ledger");
@@ -69,17 +86,10 @@ test("e2e sqlite: AMOUNT-1000-EUR edited to AMOUNT-9000-EUR in the file is never
     assert.deepEqual(await client.purge("ledger"), { purged: 1 });
     assert.equal((await client.getQueue("ledger")).stats.corrupt, 0);
     await server.stop();
-  } finally {
-    dir.remove();
-  }
-});
+  }));
 
-test("e2e sqlite: a page of the database overwritten is refused at start; --skip-integrity-check starts", async () => {
-  const dir = createTempDir();
-  try {
-    const dataFile = dir.file("hopper.db");
-    const server = await startServerProcess({ dataFile });
-    const client = new HopperClient({ url: server.url });
+test("e2e sqlite: a page of the database overwritten is refused at start; --skip-integrity-check starts", () =>
+  onFreshServer(async (dataFile, server, client) => {
     await client.putQueue("q");
     const body = { text: "x".repeat(900) };
     for (let i = 0; i < 4; i++)
@@ -97,17 +107,10 @@ test("e2e sqlite: a page of the database overwritten is refused at start; --skip
     assert.match(refusal, /quick_check/);
     const skipped = await startServerProcess({ dataFile, skipIntegrityCheck: true });
     await skipped.stop();
-  } finally {
-    dir.remove();
-  }
-});
+  }));
 
-test("e2e sqlite: one byte changed in an early WAL frame after kill -9 is refused at start, not served short", async () => {
-  const dir = createTempDir();
-  try {
-    const dataFile = dir.file("hopper.db");
-    const server = await startServerProcess({ dataFile });
-    const client = new HopperClient({ url: server.url });
+test("e2e sqlite: one byte changed in an early WAL frame after kill -9 is refused at start, not served short", () =>
+  onFreshServer(async (dataFile, server, client) => {
     await client.putQueue("q");
     // A reader holding a snapshot keeps the checkpoint thread from copying later frames into the
     // database; read-only, it never checkpoints as it closes, so the WAL stays as the kill left it.
@@ -140,7 +143,4 @@ test("e2e sqlite: one byte changed in an early WAL frame after kill -9 is refuse
     assert.ok(refusal.includes(`${dataFile}-commits`), refusal);
     // The refusal changed nothing: the WAL's frames are all still there for an operator to recover.
     assert.equal(walFrames(`${dataFile}-wal`).length, frames.length);
-  } finally {
-    dir.remove();
-  }
-});
+  }));
