@@ -10,7 +10,7 @@
 import { randomBytes } from "node:crypto";
 
 const serverDist = new URL("../../packages/server/dist/", import.meta.url);
-const { decodeMessageBody } = (await import(new URL("broker/message-body.js", serverDist).href)) as {
+const { decodeMessageBody } = (await import(new URL("model/message-body.js", serverDist).href)) as {
   decodeMessageBody: (message: { body?: unknown; bodyBase64?: string }, where: string) => unknown;
 };
 

@@ -3,7 +3,8 @@
  * a HopperError to their wire; nothing else decides a status code.
  */
 
-import type { ExchangeType, QueueKind } from "./store/store.js";
+import type { ExchangeType } from "./model/exchange.js";
+import type { QueueKind } from "./model/queue.js";
 
 export const errorCatalog = {
   invalid_request: { status: 400, message: "The request does not match the schema." },

@@ -5,7 +5,8 @@
 import type { Clock } from "../clock.js";
 import { exchangeNotFound, HopperError } from "../errors.js";
 import { limits } from "../limits.js";
-import type { BindingDestination, ExchangeRecord, ExchangeType, Store } from "../store/store.js";
+import type { BindingDestination, ExchangeRecord, ExchangeType } from "../model/exchange.js";
+import type { Store } from "../store/store.js";
 import { checkRoutingKey, type OutgoingMessage, type QueueBroker } from "./queues.js";
 import type { Router } from "./router.js";
 

@@ -14,7 +14,8 @@
  * take milliseconds (PostgreSQL), sends during a look would otherwise wait for the next one.
  */
 import { limits } from "../limits.js";
-import type { Handoff, LeasedMessage } from "../store/store.js";
+import type { LeasedMessage } from "../model/message.js";
+import type { Handoff } from "../model/policies.js";
 import type { Claim, Waiters } from "./waiters.js";
 
 interface OpenClaim {

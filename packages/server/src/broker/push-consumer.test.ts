@@ -7,9 +7,10 @@ import { afterEach, beforeEach, describe, test } from "node:test";
 import { FakeClock, settle } from "../clock.js";
 import { HopperError } from "../errors.js";
 import { limits } from "../limits.js";
+import type { LeasedMessage } from "../model/message.js";
 import { seededRandom } from "../random.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
-import type { LeasedMessage, Store } from "../store/store.js";
+import type { Store } from "../store/store.js";
 import { PushConsumer, type PushConsumerOptions, prefetchMax } from "./push-consumer.js";
 import { QueueBroker } from "./queues.js";
 

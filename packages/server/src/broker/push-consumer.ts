@@ -15,7 +15,7 @@
 import type { Clock } from "../clock.js";
 import { HopperError, invariant } from "../errors.js";
 import { limits } from "../limits.js";
-import type { LeasedMessage } from "../store/store.js";
+import type { LeasedMessage } from "../model/message.js";
 import type { ItemResult, QueueBroker } from "./queues.js";
 import type { Claim } from "./waiters.js";
 

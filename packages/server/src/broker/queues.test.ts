@@ -6,9 +6,9 @@ import assert from "node:assert/strict";
 import { afterEach, beforeEach, describe, test } from "node:test";
 import { FakeClock, settle } from "../clock.js";
 import { HopperError } from "../errors.js";
+import type { LeasedMessage } from "../model/message.js";
 import { seededRandom } from "../random.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
-import type { LeasedMessage } from "../store/store.js";
 import { type OutgoingMessage, QueueBroker } from "./queues.js";
 
 const silent = { info() {}, warn() {}, error() {} };

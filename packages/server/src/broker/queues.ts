@@ -6,37 +6,32 @@ import type { Clock } from "../clock.js";
 import { HopperError, queueKindMismatch, queueNotFound } from "../errors.js";
 import { uuidv7Generator } from "../ids.js";
 import { limits } from "../limits.js";
-import type { Random } from "../random.js";
 import {
-  type Applied,
   bodyByteLength,
-  type DeadLetterRoute,
-  dedupIdFor,
-  depthOf,
   type LeasedMessage,
   type MessageState,
+  type ReceiptResult,
+  type StoredMessage,
+} from "../model/message.js";
+import { dedupIdFor, type SendPolicy, sendPolicyOf } from "../model/policies.js";
+import {
+  type DeadLetterRoute,
+  depthOf,
   type QueueAttributes,
   type QueueDepth,
   type QueueKind,
-  type QueueListPage,
   type QueueRecord,
-  type QueueSend,
-  type ReceiptResult,
-  type SendOutcome,
-  type SendPolicy,
-  type Store,
-  type StoredMessage,
-  type StoreEvent,
-  sendPolicyOf,
-} from "../store/store.js";
-import { type HandoffSink, Handoffs, type HandoffTicket } from "./handoffs.js";
+} from "../model/queue.js";
 import {
   initialAttributes,
   pushbackRefusal,
   type QueueAttributesInput,
   resolveAttributes,
   retryDelayMs,
-} from "./queue-attributes.js";
+} from "../model/queue-attributes.js";
+import type { Random } from "../random.js";
+import type { Applied, QueueListPage, QueueSend, SendOutcome, Store, StoreEvent } from "../store/store.js";
+import { type HandoffSink, Handoffs, type HandoffTicket } from "./handoffs.js";
 import { RedriveTasks, type TaskInfo } from "./redrive.js";
 import { Router } from "./router.js";
 import { Scheduler } from "./scheduler.js";

@@ -4,7 +4,8 @@
  * when nothing matched. The exchanges and bindings are cached whole and reloaded after any change
  * (here, or on another node, as the store reports).
  */
-import type { ExchangeRecord, Store } from "../store/store.js";
+import type { ExchangeRecord } from "../model/exchange.js";
+import type { Store } from "../store/store.js";
 import { bindingMatches } from "./routing.js";
 
 export class Router {

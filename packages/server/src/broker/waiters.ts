@@ -8,7 +8,7 @@
 import type { Clock } from "../clock.js";
 import { HopperError } from "../errors.js";
 import { limits } from "../limits.js";
-import type { LeasedMessage } from "../store/store.js";
+import type { LeasedMessage } from "../model/message.js";
 
 /** How a waiter takes a send's messages: at most `max`, leased for visibilityTimeoutMs. */
 export interface HandoffTerms {

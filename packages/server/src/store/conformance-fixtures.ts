@@ -1,7 +1,8 @@
 /** What the conformance suites share: a start time, queue attributes and message fixtures. */
 import assert from "node:assert/strict";
 import { HopperError } from "../errors.js";
-import type { NewMessage, QueueAttributes } from "./store.js";
+import type { NewMessage } from "../model/message.js";
+import type { QueueAttributes } from "../model/queue.js";
 
 export const t0 = Date.UTC(2026, 0, 1);
 

@@ -5,8 +5,8 @@
  * Every store picks a redrive step's messages through this, and plans where they go (planMoves).
  */
 import { HopperError, queueFull, queueNotFound } from "../errors.js";
+import type { SendPolicy } from "../model/policies.js";
 import type { MessageRow } from "./rows.js";
-import type { SendPolicy } from "./store.js";
 
 /** Where a redrive step sends a message: `to`, or the queue its `x-original-queue` names, or nowhere. */
 export function redriveTargetOf(to: string | null, headers: Record<string, string>): string | null {

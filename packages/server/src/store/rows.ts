@@ -3,6 +3,8 @@
  * to the Store's records. Only how `attributes` is stored differs: JSON text in SQLite, jsonb in
  * PostgreSQL, so the queue row is generic in it.
  */
+
+import type { StoredMessage } from "../model/message.js";
 import {
   depthOf,
   type QueueAttributes,
@@ -10,8 +12,7 @@ import {
   type QueueDepth,
   type QueueKind,
   type QueueRecord,
-  type StoredMessage,
-} from "./store.js";
+} from "../model/queue.js";
 
 /** Attributes added after a queue may have been stored: their values for a queue stored before. */
 const laterAttributes = {

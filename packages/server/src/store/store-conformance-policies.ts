@@ -5,18 +5,11 @@
  */
 import assert from "node:assert/strict";
 import { afterEach, beforeEach, describe, test } from "node:test";
+import type { MessageState, NewMessage } from "../model/message.js";
+import { noSendPolicy, type SendPolicy } from "../model/policies.js";
+import { type DeadLetterRoute, depthOf, type QueueAttributes, type QueueKind } from "../model/queue.js";
 import { attributes, message, rejectsWith, t0 } from "./conformance-fixtures.js";
-import {
-  type DeadLetterRoute,
-  depthOf,
-  type MessageState,
-  type NewMessage,
-  noSendPolicy,
-  type QueueAttributes,
-  type QueueKind,
-  type SendPolicy,
-  type Store,
-} from "./store.js";
+import type { Store } from "./store.js";
 import type { StoreFactory } from "./store-conformance.js";
 
 export function exerciseQueuePolicies(factory: StoreFactory): void {

@@ -4,8 +4,10 @@
  */
 import assert from "node:assert/strict";
 import { afterEach, beforeEach, describe, test } from "node:test";
+import type { NewMessage } from "../model/message.js";
+import { deadLetterHeaders, noSendPolicy, type SendPolicy } from "../model/policies.js";
 import { attributes, message, rejectsWith, t0 } from "./conformance-fixtures.js";
-import { deadLetterHeaders, type NewMessage, noSendPolicy, type SendPolicy, type Store } from "./store.js";
+import type { Store } from "./store.js";
 import { exerciseQueuePolicies } from "./store-conformance-policies.js";
 
 export interface StoreFactory {

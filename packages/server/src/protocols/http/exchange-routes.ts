@@ -6,7 +6,7 @@ import type { FastifyInstance } from "fastify";
 import type { ExchangeBroker } from "../../broker/exchanges.js";
 import type { OutgoingMessage } from "../../broker/queues.js";
 import { HopperError } from "../../errors.js";
-import type { BindingDestination } from "../../store/store.js";
+import type { BindingDestination } from "../../model/exchange.js";
 import { decodeMessages } from "./messages.js";
 import { renderExchange, renderItemResult } from "./render.js";
 import { BindingBody, ExchangeParams, PublishBody, PutExchangeBody } from "./schemas.js";

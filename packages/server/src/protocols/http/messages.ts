@@ -1,7 +1,8 @@
 /** The wire form of messages to send or publish, decoded for the broker. */
-import { decodeMessageBody } from "../../broker/message-body.js";
+
 import type { OutgoingMessage } from "../../broker/queues.js";
 import { invariant } from "../../errors.js";
+import { decodeMessageBody } from "../../model/message-body.js";
 import { sendBodySpans } from "../body-spans.js";
 import type { SendBody } from "./schemas.js";
 

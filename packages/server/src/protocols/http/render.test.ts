@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import type { LeasedMessage } from "../../store/store.js";
+import type { LeasedMessage } from "../../model/message.js";
 import { leasedListJson, renderLeased } from "./render.js";
 
 /** One leased message as leasedListJson writes it, read back. */

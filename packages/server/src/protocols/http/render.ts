@@ -2,10 +2,12 @@
  * How messages look on the wire: a JSON body is returned as the JSON value it was sent as; any other
  * content type as base64. Times are ISO-8601.
  */
-import { jsonContentType } from "../../broker/message-body.js";
+
 import type { TaskInfo } from "../../broker/redrive.js";
 import type { HopperError } from "../../errors.js";
-import type { ExchangeRecord, LeasedMessage, StoredMessage } from "../../store/store.js";
+import type { ExchangeRecord } from "../../model/exchange.js";
+import type { LeasedMessage, StoredMessage } from "../../model/message.js";
+import { jsonContentType } from "../../model/message-body.js";
 
 function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();

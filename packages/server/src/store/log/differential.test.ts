@@ -38,21 +38,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { HopperError } from "../../errors.js";
+import type { MessageState, NewMessage } from "../../model/message.js";
+import { noSendPolicy, type SendPolicy, sendPolicyOf } from "../../model/policies.js";
+import type { DeadLetterRoute, QueueAttributes, QueueKind } from "../../model/queue.js";
 import { type Random, seededRandom } from "../../random.js";
 import { attributes as defaultAttributes, t0 } from "../conformance-fixtures.js";
 import { SqliteStore } from "../sqlite/sqlite-store.js";
-import {
-  type DeadLetterRoute,
-  type MessageState,
-  type NewMessage,
-  noSendPolicy,
-  type QueueAttributes,
-  type QueueKind,
-  type QueueSend,
-  type SendPolicy,
-  type Store,
-  sendPolicyOf,
-} from "../store.js";
+import type { QueueSend, Store } from "../store.js";
 import { LogStore } from "./log-store.js";
 import { dumpStore, type StoreDump } from "./store-dump.js";
 

@@ -10,14 +10,9 @@
  * - `liveBytes` is the sum of the footprints of the messages and dedupIds held.
  */
 import { invariant } from "../../errors.js";
-import type {
-  BindingDestination,
-  ExchangeType,
-  NewMessage,
-  QueueAttributes,
-  QueueCounters,
-  QueueKind,
-} from "../store.js";
+import type { BindingDestination, ExchangeType } from "../../model/exchange.js";
+import type { NewMessage } from "../../model/message.js";
+import type { QueueAttributes, QueueCounters, QueueKind } from "../../model/queue.js";
 import type { Commits } from "./commits.js";
 import {
   bindingKey,

@@ -22,35 +22,34 @@ import {
   queueNotFound,
 } from "../../errors.js";
 import { limits } from "../../limits.js";
-import type { Random } from "../../random.js";
-import { decodeReceipt, encodeReceipt } from "../receipts.js";
-import { byTarget, notHeldBack, planMoves, redriveScanMax } from "../redrive-order.js";
+import type { BindingDestination, ExchangeRecord, ExchangeType } from "../../model/exchange.js";
+import type {
+  LeasedMessage,
+  MessageState,
+  NewMessage,
+  ReceiptResult,
+  StoredMessage,
+} from "../../model/message.js";
+import { deadLetterHeaders, type Handoff, handoffRanks, type SendPolicy } from "../../model/policies.js";
 import {
-  type Applied,
-  type BindingDestination,
   type DeadLetterRoute,
-  type Durability,
-  deadLetterHeaders,
   depthOf,
-  type ExchangeRecord,
-  type ExchangeType,
-  type Handoff,
-  handoffRanks,
-  type LeasedMessage,
-  type MessageState,
-  type NewMessage,
   type QueueAttributes,
   type QueueDepth,
   type QueueKind,
-  type QueueListPage,
   type QueueRecord,
-  type QueueSend,
-  type ReceiptResult,
-  type SendOutcome,
-  type SendPolicy,
-  type Store,
-  type StoredMessage,
-  type StoreEvent,
+} from "../../model/queue.js";
+import { decodeReceipt, encodeReceipt } from "../../model/receipts.js";
+import type { Random } from "../../random.js";
+import { byTarget, notHeldBack, planMoves, redriveScanMax } from "../redrive-order.js";
+import type {
+  Applied,
+  Durability,
+  QueueListPage,
+  QueueSend,
+  SendOutcome,
+  Store,
+  StoreEvent,
 } from "../store.js";
 import { AppendLog, type AppendLogOptions } from "./append-log.js";
 import { Commits } from "./commits.js";

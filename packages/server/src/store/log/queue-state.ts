@@ -11,22 +11,22 @@
  * - `leased` holds exactly the queue's messages with a lease token.
  */
 import { invariant } from "../../errors.js";
+import type {
+  BindingDestination,
+  BindingRecord,
+  ExchangeRecord,
+  ExchangeType,
+} from "../../model/exchange.js";
+import { bodyByteLength, type LeasedMessage, type StoredMessage } from "../../model/message.js";
 import {
-  type BindingDestination,
-  type BindingRecord,
-  bodyByteLength,
   depthOf,
-  type ExchangeRecord,
-  type ExchangeType,
-  type LeasedMessage,
   type QueueAttributes,
   type QueueCounters,
   type QueueDepth,
   type QueueKind,
   type QueueRecord,
-  type StoredMessage,
   zeroCounters,
-} from "../store.js";
+} from "../../model/queue.js";
 import { type HeapSlot, IndexedHeap } from "./indexed-heap.js";
 import type { InsertHead } from "./records.js";
 

@@ -12,14 +12,9 @@
  * - delete: seq.
  * The others (queues, counters, dedupIds, exchanges, bindings) are rare or one per call: JSON.
  */
-import type {
-  BindingDestination,
-  ExchangeType,
-  NewMessage,
-  QueueAttributes,
-  QueueCounters,
-  QueueKind,
-} from "../store.js";
+import type { BindingDestination, ExchangeType } from "../../model/exchange.js";
+import type { NewMessage } from "../../model/message.js";
+import type { QueueAttributes, QueueCounters, QueueKind } from "../../model/queue.js";
 
 export const changeType = {
   queueCreate: 1,

@@ -8,10 +8,12 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import pg from "pg";
 import { HopperError } from "../../errors.js";
+import type { LeasedMessage } from "../../model/message.js";
+import { noSendPolicy, type SendPolicy } from "../../model/policies.js";
 import { seededRandom } from "../../random.js";
 import { dropSchemas, pgSkipReason, pgTestUrl } from "../../testing/pg.js";
 import { attributes, message, t0 } from "../conformance-fixtures.js";
-import { type LeasedMessage, noSendPolicy, type SendPolicy, type Store } from "../store.js";
+import type { Store } from "../store.js";
 import { PostgresStore } from "./postgres-store.js";
 
 const url = pgTestUrl;

@@ -26,19 +26,17 @@
 import type pg from "pg";
 import { invariant, queueFull } from "../../errors.js";
 import { limits } from "../../limits.js";
-import { type CounterColumns, type MessageRow, toQueueCounters, toStoredMessage } from "../rows.js";
+import { bodyBytes, type NewMessage } from "../../model/message.js";
+import { deadLetterHeaders, type SendPolicy } from "../../model/policies.js";
 import {
-  bodyBytes,
   type DeadLetterRoute,
-  deadLetterHeaders,
   depthOf,
-  type NewMessage,
   type OverflowPolicy,
   type QueueCounters,
   type QueueKind,
-  type SendPolicy,
   zeroCounters,
-} from "../store.js";
+} from "../../model/queue.js";
+import { type CounterColumns, type MessageRow, toQueueCounters, toStoredMessage } from "../rows.js";
 import * as sql from "./statements.js";
 
 /** A queue whose row the transaction has locked, with what its writes need to know. */

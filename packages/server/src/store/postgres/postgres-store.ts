@@ -20,8 +20,27 @@ import {
   queueNotFound,
 } from "../../errors.js";
 import { limits } from "../../limits.js";
+import type { BindingDestination, ExchangeRecord, ExchangeType } from "../../model/exchange.js";
+import {
+  bodyByteLength,
+  bodyBytes,
+  type LeasedMessage,
+  type MessageState,
+  type NewMessage,
+  type ReceiptResult,
+  type StoredMessage,
+} from "../../model/message.js";
+import { handoffRanks, type SendPolicy } from "../../model/policies.js";
+import {
+  type DeadLetterRoute,
+  depthOf,
+  type QueueAttributes,
+  type QueueDepth,
+  type QueueKind,
+  type QueueRecord,
+} from "../../model/queue.js";
+import { decodeReceipt, encodeReceipt } from "../../model/receipts.js";
 import type { Random } from "../../random.js";
-import { decodeReceipt, encodeReceipt } from "../receipts.js";
 import { notHeldBack, planMoves, redriveScanMax, redriveTargetOf } from "../redrive-order.js";
 import {
   type DepthColumns,
@@ -31,31 +50,7 @@ import {
   toStoredMessage,
   withDepth,
 } from "../rows.js";
-import {
-  type BindingDestination,
-  bodyByteLength,
-  bodyBytes,
-  type DeadLetterRoute,
-  depthOf,
-  type ExchangeRecord,
-  type ExchangeType,
-  handoffRanks,
-  type LeasedMessage,
-  type MessageState,
-  type NewMessage,
-  type QueueAttributes,
-  type QueueDepth,
-  type QueueKind,
-  type QueueListPage,
-  type QueueRecord,
-  type QueueSend,
-  type ReceiptResult,
-  type SendOutcome,
-  type SendPolicy,
-  type Store,
-  type StoredMessage,
-  type StoreEvent,
-} from "../store.js";
+import type { QueueListPage, QueueSend, SendOutcome, Store, StoreEvent } from "../store.js";
 import { StoreEvents } from "./events.js";
 import { groupKeyOf, type LockedQueue, MessageWrites, messageColumns } from "./message-writes.js";
 import { checkSchemaName, counterShards, migrations } from "./schema.js";

@@ -8,10 +8,11 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import pg from "pg";
+import { noSendPolicy } from "../../model/policies.js";
 import { seededRandom } from "../../random.js";
 import { dropSchemas, pgSkipReason, pgTestUrl, testSchemaName } from "../../testing/pg.js";
 import { attributes, message } from "../conformance-fixtures.js";
-import { noSendPolicy, type StoreEvent } from "../store.js";
+import type { StoreEvent } from "../store.js";
 import { channelFor } from "./events.js";
 import { PostgresStore } from "./postgres-store.js";
 

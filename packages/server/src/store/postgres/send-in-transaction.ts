@@ -17,24 +17,17 @@
  * does; such a queue refuses sendInTransaction with invalid_request (a dead-letter queue works).
  */
 import type pg from "pg";
-import { decodeMessageBody, type MessageBodyInput } from "../../broker/message-body.js";
-import { pushbackRefusal } from "../../broker/queue-attributes.js";
 import { type Clock, systemClock } from "../../clock.js";
 import { HopperError, queueNotFound } from "../../errors.js";
 import { uuidv7Generator } from "../../ids.js";
 import { limits } from "../../limits.js";
+import { bodyByteLength, type NewMessage } from "../../model/message.js";
+import { decodeMessageBody, type MessageBodyInput } from "../../model/message-body.js";
+import { dedupIdFor, sendPolicyOf } from "../../model/policies.js";
+import { type DeadLetterRoute, depthOf, type QueueAttributes, type QueueRecord } from "../../model/queue.js";
+import { pushbackRefusal } from "../../model/queue-attributes.js";
 import { type Random, systemRandom } from "../../random.js";
 import { type QueueRow, toQueueRecord } from "../rows.js";
-import {
-  bodyByteLength,
-  type DeadLetterRoute,
-  dedupIdFor,
-  depthOf,
-  type NewMessage,
-  type QueueAttributes,
-  type QueueRecord,
-  sendPolicyOf,
-} from "../store.js";
 import { channelFor, encodeEvent } from "./events.js";
 import { MessageWrites } from "./message-writes.js";
 import { checkSchemaName, counterShards } from "./schema.js";

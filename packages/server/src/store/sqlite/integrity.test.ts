@@ -7,11 +7,11 @@ import assert from "node:assert/strict";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { test } from "node:test";
 import { HopperError } from "../../errors.js";
+import { noSendPolicy } from "../../model/policies.js";
 import { seededRandom } from "../../random.js";
 import { overwritePage, pageBytes, replaceBytes } from "../../testing/file-damage.js";
 import { createTempDir } from "../../testing/server-process.js";
 import { attributes, message, t0 } from "../conformance-fixtures.js";
-import { noSendPolicy } from "../store.js";
 import { commitCountPath } from "./commit-count.js";
 import { SqliteStore } from "./sqlite-store.js";
 

@@ -4,10 +4,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { limits } from "../../limits.js";
+import { noSendPolicy } from "../../model/policies.js";
 import { seededRandom } from "../../random.js";
 import { checkpointed } from "../../testing/checkpoints.js";
 import { attributes, message, t0 } from "../conformance-fixtures.js";
-import { noSendPolicy } from "../store.js";
 import { exerciseStore } from "../store-conformance.js";
 import { SqliteStore } from "./sqlite-store.js";
 

@@ -19,8 +19,39 @@ import {
   queueNotFound,
 } from "../../errors.js";
 import { limits } from "../../limits.js";
+import type {
+  BindingDestination,
+  BindingRecord,
+  ExchangeRecord,
+  ExchangeType,
+} from "../../model/exchange.js";
+import {
+  bodyBytes,
+  type LeasedMessage,
+  type MessageState,
+  type NewMessage,
+  type ReceiptResult,
+  type StoredMessage,
+} from "../../model/message.js";
+import {
+  type DeadLetterReason,
+  deadLetterHeaders,
+  type Handoff,
+  handoffRanks,
+  type SendPolicy,
+} from "../../model/policies.js";
+import {
+  type DeadLetterRoute,
+  depthOf,
+  type QueueAttributes,
+  type QueueCounters,
+  type QueueDepth,
+  type QueueKind,
+  type QueueRecord,
+  zeroCounters,
+} from "../../model/queue.js";
+import { decodeReceipt, encodeReceipt } from "../../model/receipts.js";
 import type { Random } from "../../random.js";
-import { decodeReceipt, encodeReceipt } from "../receipts.js";
 import { byTarget, notHeldBack, planMoves, redriveScanMax } from "../redrive-order.js";
 import {
   type DepthColumns,
@@ -32,37 +63,7 @@ import {
   toStoredMessage,
   withDepth,
 } from "../rows.js";
-import {
-  type BindingDestination,
-  type BindingRecord,
-  bodyBytes,
-  type DeadLetterReason,
-  type DeadLetterRoute,
-  type Durability,
-  deadLetterHeaders,
-  depthOf,
-  type ExchangeRecord,
-  type ExchangeType,
-  type Handoff,
-  handoffRanks,
-  type LeasedMessage,
-  type MessageState,
-  type NewMessage,
-  type QueueAttributes,
-  type QueueCounters,
-  type QueueDepth,
-  type QueueKind,
-  type QueueListPage,
-  type QueueRecord,
-  type QueueSend,
-  type ReceiptResult,
-  type SendOutcome,
-  type SendPolicy,
-  type Store,
-  type StoredMessage,
-  type StoreEvent,
-  zeroCounters,
-} from "../store.js";
+import type { Durability, QueueListPage, QueueSend, SendOutcome, Store, StoreEvent } from "../store.js";
 import { Checkpointer, type CheckpointerStats } from "./checkpointer.js";
 import { CommitCounter, commitCountPath } from "./commit-count.js";
 import { GroupCommit } from "./group-commit.js";

@@ -5,13 +5,7 @@
  */
 import { HopperError } from "../errors.js";
 import { limits, queueDefaults } from "../limits.js";
-import type {
-  DeadLetterTarget,
-  OverflowPolicy,
-  QueueAttributes,
-  QueueKind,
-  RetryPolicy,
-} from "../store/store.js";
+import type { DeadLetterTarget, OverflowPolicy, QueueAttributes, QueueKind, RetryPolicy } from "./queue.js";
 
 /** The attributes as the API accepts them (API.md "Queues"). */
 export interface QueueAttributesInput {
