@@ -1,7 +1,9 @@
 /**
- * Every limit of the server, in one place, with its unit last and the reason for its value. The HTTP
- * schemas and the broker both read these, so the edge and the core enforce the same numbers.
+ * Every limit of the server, in one place, with its unit last and the reason for its value. The limits
+ * a client meets on the wire come from @hopper/wire, where the request schemas read them too, so the
+ * edge and the core enforce the same numbers; the rest are the server's own.
  */
+import { wireLimits } from "@hopper/wire/limits";
 
 const second = 1000;
 const minute = 60 * second;
@@ -9,42 +11,10 @@ const hour = 60 * minute;
 const day = 24 * hour;
 
 export const limits = {
-  /** Names of queues and other entities: short enough for an index key, safe in a URL path. "." and
-   * ".." are refused because URLs treat them as relative path segments, even when encoded. */
-  namePattern: "^(?!\\.\\.?$)[A-Za-z0-9_.:-]{1,128}$",
-  nameLengthMax: 128,
-
-  /** The server-wide ceiling for one message body; a queue's maxMessageBytes may only lower it. */
-  messageBytesMax: 1024 * 1024,
+  ...wireLimits,
   /** One HTTP request body: a full batch of maximal messages would be 100 MiB, so batches are capped
    * in bytes too. 10 MiB keeps one request from holding a commit (and the event loop) for long. */
   requestBytesMax: 10 * 1024 * 1024,
-  /** Items per send/ack/nack/extend batch, as SQS's 10 but larger: a batch is one transaction. */
-  batchSizeMax: 100,
-  /** Messages per receive, as SQS's 10 but larger; bounded so one answer stays small. */
-  receiveMax: 100,
-  /** Messages per peek: an operator's look, not a bulk export. */
-  peekMax: 1000,
-
-  headersCountMax: 64,
-  headerNameLengthMax: 128,
-  headerValueLengthMax: 4096,
-  keyLengthMax: 128,
-  /** Routing keys and binding patterns: AMQP's short-string limit, so AMQP clients fit. */
-  routingKeyLengthMax: 255,
-  dedupIdLengthMax: 128,
-  contentTypeLengthMax: 128,
-
-  /** Long-poll wait: as SQS, so clients and proxies tuned for it keep working. */
-  waitMsMax: 20 * second,
-  /** Lease length: as SQS's 12 hours; a longer hold should use a heartbeat (extend). */
-  visibilityTimeoutMsMax: 12 * hour,
-  retentionMsMin: 60 * second,
-  retentionMsMax: 365 * day,
-  /** Delivery attempts before dead-lettering: SQS allows up to 1000. */
-  maxDeliveriesMax: 1000,
-  /** A nack's delay, and the retry policy's ceiling. */
-  retryDelayMsMax: 12 * hour,
   /** How long a push consumer may hold a delivery unacked: RabbitMQ's consumer_timeout default, long
    * enough for slow jobs, short enough that a stuck one ends. */
   consumerAckTimeoutMs: 30 * minute,
@@ -53,19 +23,12 @@ export const limits = {
   pushLeaseMs: 30 * second,
   /** In-flight messages per queue, as SQS's 120,000: a receive beyond it returns nothing. */
   inFlightMax: 120_000,
-
-  /** A queue's maxDepth: a bound that the depth counter, not a scan, enforces. */
-  maxDepthMax: 1_000_000_000,
-  /** How long a dedupId may be remembered: SQS keeps 5 minutes; a day covers retries across outages. */
-  dedupWindowMsMax: 24 * hour,
   /** What a refused publish's Retry-After says while a queue is over its pushback limit. */
   pushbackRetryAfterMs: 1000,
   /** Redrive tasks kept per server, running or finished (finished ones are forgotten first). */
   tasksMax: 1000,
   /** How long a finished task can still be read. */
   taskKeepMs: 1 * hour,
-  /** A redrive's rate, in messages per second: beyond it, leave the rate out (as fast as it goes). */
-  redriveRateMax: 100_000,
   /** Messages one send removes by overflow (drop-oldest, dead-letter-oldest): a maxDepth lowered far
    * below the depth is reached over several sends, so no send holds its transaction for long. */
   overflowTrimMax: 1000,

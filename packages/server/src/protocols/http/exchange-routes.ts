@@ -2,6 +2,7 @@
  * The exchange routes of API.md: each validates (by schema), makes one broker call and renders the
  * answer. No semantics live here.
  */
+import { BindingBody, ExchangeParams, PublishBody, PutExchangeBody } from "@hopper/wire";
 import type { FastifyInstance } from "fastify";
 import type { ExchangeBroker } from "../../broker/exchanges.js";
 import type { OutgoingMessage } from "../../broker/queues.js";
@@ -9,7 +10,6 @@ import { HopperError } from "../../errors.js";
 import type { BindingDestination } from "../../model/exchange.js";
 import { decodeMessages } from "./messages.js";
 import { renderExchange, renderItemResult } from "./render.js";
-import { BindingBody, ExchangeParams, PublishBody, PutExchangeBody } from "./schemas.js";
 
 type ExchangePath = { exchange: string };
 

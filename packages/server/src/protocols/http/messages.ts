@@ -1,12 +1,12 @@
 /** The wire form of messages to send or publish, decoded for the broker. */
+import type { SendMessage } from "@hopper/wire";
 
 import type { OutgoingMessage } from "../../broker/queues.js";
 import { invariant } from "../../errors.js";
 import { decodeMessageBody } from "../../model/message-body.js";
 import { sendBodySpans } from "../body-spans.js";
-import type { SendBody } from "./schemas.js";
 
-type WireMessage = Omit<SendBody["messages"][number], "delayMs" | "priority"> & {
+type WireMessage = Omit<SendMessage, "delayMs" | "priority"> & {
   delayMs?: number;
   priority?: number;
 };

@@ -2,10 +2,6 @@
  * The queue routes of API.md: each validates (by schema), makes one broker call and renders the
  * answer. No semantics live here.
  */
-import type { FastifyInstance } from "fastify";
-import type { QueueBroker } from "../../broker/queues.js";
-import { decodeMessages } from "./messages.js";
-import { leasedListJson, renderItemResult, renderStored, renderTask } from "./render.js";
 import {
   AckBody,
   ExtendBody,
@@ -17,7 +13,11 @@ import {
   RedriveBody,
   SendBody,
   TaskParams,
-} from "./schemas.js";
+} from "@hopper/wire";
+import type { FastifyInstance } from "fastify";
+import type { QueueBroker } from "../../broker/queues.js";
+import { decodeMessages } from "./messages.js";
+import { leasedListJson, renderItemResult, renderStored, renderTask } from "./render.js";
 
 type QueuePath = { queue: string };
 

@@ -3,12 +3,12 @@
  * frame, an `op` naming its schema, unknown ops and unknown fields refused. `parseFrame` turns a text
  * frame into a checked frame or the catalog error to answer with, so a bad frame changes nothing.
  */
+import { Receipts, SendBody } from "@hopper/wire";
 import Type, { type Static, type TSchema } from "typebox";
 import { Compile } from "typebox/compile";
 import { prefetchMax } from "../../broker/push-consumer.js";
 import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
-import { SendBody } from "../http/schemas.js";
 import { describeErrors } from "../validation-errors.js";
 
 const strict = { additionalProperties: false } as const;
@@ -17,10 +17,6 @@ const strict = { additionalProperties: false } as const;
 const refLengthMax = 128;
 const Ref = Type.Union([Type.String({ maxLength: refLengthMax }), Type.Number()]);
 const Name = Type.String({ pattern: limits.namePattern });
-const Receipts = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
-  minItems: 1,
-  maxItems: limits.batchSizeMax,
-});
 /** Subscription ids are small decimal numbers handed out per connection. */
 const Sub = Type.String({ minLength: 1, maxLength: 20 });
 

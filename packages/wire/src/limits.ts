@@ -1,0 +1,54 @@
+/**
+ * The limits a client meets on the wire: the bounds the request schemas enforce and that the server's
+ * broker checks again. They live here, with the schemas, so that the server (which spreads them into
+ * its own `limits`) and the client read the same numbers. Units come last in each name. This module
+ * imports nothing, so a browser client can read it without pulling in TypeBox.
+ */
+
+const second = 1000;
+const minute = 60 * second;
+const hour = 60 * minute;
+const day = 24 * hour;
+
+export const wireLimits = {
+  /** Names of queues and other entities: short enough for an index key, safe in a URL path. "." and
+   * ".." are refused because URLs treat them as relative path segments, even when encoded. */
+  namePattern: "^(?!\\.\\.?$)[A-Za-z0-9_.:-]{1,128}$",
+  nameLengthMax: 128,
+
+  /** The server-wide ceiling for one message body; a queue's maxMessageBytes may only lower it. */
+  messageBytesMax: 1024 * 1024,
+  /** Items per send/ack/nack/extend batch, as SQS's 10 but larger: a batch is one transaction. */
+  batchSizeMax: 100,
+  /** Messages per receive, as SQS's 10 but larger; bounded so one answer stays small. */
+  receiveMax: 100,
+  /** Messages per peek: an operator's look, not a bulk export. */
+  peekMax: 1000,
+
+  headersCountMax: 64,
+  headerNameLengthMax: 128,
+  headerValueLengthMax: 4096,
+  keyLengthMax: 128,
+  /** Routing keys and binding patterns: AMQP's short-string limit, so AMQP clients fit. */
+  routingKeyLengthMax: 255,
+  dedupIdLengthMax: 128,
+  contentTypeLengthMax: 128,
+
+  /** Long-poll wait: as SQS, so clients and proxies tuned for it keep working. */
+  waitMsMax: 20 * second,
+  /** Lease length: as SQS's 12 hours; a longer hold should use a heartbeat (extend). */
+  visibilityTimeoutMsMax: 12 * hour,
+  retentionMsMin: 60 * second,
+  retentionMsMax: 365 * day,
+  /** Delivery attempts before dead-lettering: SQS allows up to 1000. */
+  maxDeliveriesMax: 1000,
+  /** A nack's delay, and the retry policy's ceiling. */
+  retryDelayMsMax: 12 * hour,
+
+  /** A queue's maxDepth: a bound that the depth counter, not a scan, enforces. */
+  maxDepthMax: 1_000_000_000,
+  /** How long a dedupId may be remembered: SQS keeps 5 minutes; a day covers retries across outages. */
+  dedupWindowMsMax: 24 * hour,
+  /** A redrive's rate, in messages per second: beyond it, leave the rate out (as fast as it goes). */
+  redriveRateMax: 100_000,
+} as const;
