@@ -4,7 +4,7 @@
  * database behind its commit-count file is refused.
  */
 import assert from "node:assert/strict";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { test } from "node:test";
 import { HopperError } from "../../errors.js";
 import { noSendPolicy } from "../../model/policies.js";
@@ -226,6 +226,20 @@ test("sqlite: a database behind its commit-count file is refused; without the fi
     );
   } finally {
     await files.close();
+    files.dir.remove();
+  }
+});
+
+test("sqlite: a database emptied or deleted under its commit-count file is refused", async () => {
+  const files = await storeWith([{ name: "q" }]);
+  try {
+    await files.store().close();
+    const open = () => new SqliteStore({ path: files.path, random: seededRandom(6) });
+    truncateSync(files.path, 0);
+    refused(open, files.path, /holds 0 commits/);
+    rmSync(files.path);
+    refused(open, files.path, /holds 0 commits/);
+  } finally {
     files.dir.remove();
   }
 });

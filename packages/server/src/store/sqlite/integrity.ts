@@ -30,15 +30,22 @@ export function bodyCrc(body: Buffer | string): number {
 const restoreAdvice =
   "Keep a copy of the database with its -wal and -shm files, then restore from a backup, or save what SQLite can still read with the sqlite3 shell's .recover command into a new file.";
 
-/** Throws store_damaged if the database file at `path` (when it exists) fails a check. */
+/** Throws store_damaged if the database file at `path`, or its absence, fails a check. */
 export function checkDatabaseFiles(path: string, checks: DatabaseChecks): void {
-  if (!existsSync(path)) return;
-  let stored: number | undefined;
+  const sidePath = commitCountPath(path);
+  const recorded = checks.commitCount ? readCommitCount(sidePath) : undefined;
+  if (!existsSync(path)) {
+    // A side file that counts commits for a database that is gone: it was deleted, or moved.
+    if (recorded) throw commitsGone(path, sidePath, 0, recorded);
+    return;
+  }
+  let stored = 0;
   let db: Database.Database | undefined;
   try {
     db = new Database(path, { readonly: true, fileMustExist: true });
     if (checks.integrityCheck) quickCheck(db, path);
-    stored = checks.commitCount ? storedCommitCount(db) : undefined;
+    // A database without the count (emptied, or never written) holds no commits.
+    if (recorded !== undefined) stored = storedCommitCount(db) ?? 0;
   } catch (error) {
     if (error instanceof HopperError) throw error;
     // SQLite refused to read it at all: "file is not a database", "database disk image is malformed".
@@ -46,16 +53,16 @@ export function checkDatabaseFiles(path: string, checks: DatabaseChecks): void {
   } finally {
     db?.close();
   }
-  if (stored === undefined) return;
-  const sidePath = commitCountPath(path);
-  const recorded = readCommitCount(sidePath);
-  if (recorded !== undefined && stored < recorded) {
-    throw storeDamaged(
-      path,
-      `it holds ${stored} commits, but ${sidePath} records that ${recorded} were made: ${recorded - stored} committed transactions are gone. SQLite drops every commit after a damaged frame of ${path}-wal, or all of them if the WAL was lost or the database was replaced by an older copy.`,
-      `${restoreAdvice} If the database was restored from a backup on purpose, delete ${sidePath} and start again.`,
-    );
-  }
+  if (recorded !== undefined && stored < recorded) throw commitsGone(path, sidePath, stored, recorded);
+}
+
+/** The database holds fewer commits than its side file records were made. */
+function commitsGone(path: string, sidePath: string, stored: number, recorded: number): HopperError {
+  return storeDamaged(
+    path,
+    `it holds ${stored} commits, but ${sidePath} records that ${recorded} were made: ${recorded - stored} committed transactions are gone. SQLite drops every commit after a damaged frame of ${path}-wal, or all of them if the WAL was lost or the database was emptied, deleted or replaced by an older copy.`,
+    `${restoreAdvice} If the database was restored from a backup or removed on purpose, delete ${sidePath} and start again.`,
+  );
 }
 
 /** PRAGMA quick_check: SQLite's check of every b-tree page, without comparing indexes to their tables. */
