@@ -247,6 +247,8 @@ export async function heldInServer(server: ServerProcess): Promise<HeldIds> {
 /** A frame of a segment file, as its (intact) header describes it. */
 export interface FrameAt {
   offset: number;
+  /** frameKind in log-format.ts: a record, or a base's snapshot marker. */
+  kind: number;
   length: number;
   batchEnd: boolean;
   /** Where the next frame starts. */
@@ -262,7 +264,7 @@ export function segmentFrames(path: string): FrameAt[] {
     const header = decodeFrameHeader(bytes, offset);
     assert.ok(header !== undefined, `${path}: no intact frame at ${offset}`);
     const end = offset + frameHeaderBytes + header.length;
-    frames.push({ offset, length: header.length, batchEnd: header.batchEnd, end });
+    frames.push({ offset, kind: header.kind, length: header.length, batchEnd: header.batchEnd, end });
     offset = end;
   }
   assert.equal(offset, bytes.length, `${path}: the frames do not end at the end of the file`);
