@@ -1,10 +1,13 @@
 // Every bound the client keeps, in one place, each with the reason for its value.
 
+// The wire's limits module imports nothing, so reading it loads no TypeBox into a browser bundle.
+import { wireLimits } from "@hopper/wire/limits";
+
 /** The server takes at most 100 items in one batch call (API.md), so coalesced batches stop there. */
-export const batchSizeMax = 100;
+export const batchSizeMax = wireLimits.batchSizeMax;
 
 /** The server holds a long poll for at most 20 s (API.md, receive `waitMs`). */
-export const receiveWaitMsMax = 20_000;
+export const receiveWaitMsMax = wireLimits.waitMsMax;
 
 /** A worker's default long poll is the longest the server allows, to keep idle workers quiet. */
 export const receiveWaitMsDefault = receiveWaitMsMax;
