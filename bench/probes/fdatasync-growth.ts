@@ -1,9 +1,9 @@
 /**
  * What an fdatasync costs after a write that grows a file, against one over space written before (a
  * pre-zeroed file): the growing file's new size must reach the disk's journal too. 64 KiB writes, as
- * a log store's flush in W1 writes; two rounds of 400 each, in a file beside the repository:
+ * a log store's flush in W1 writes; two rounds of 400 each, in a scratch file at the repository's root:
  *
- *   node bench/dist/fdatasync-growth.js
+ *   node bench/dist/probes/fdatasync-growth.js
  */
 import { closeSync, fdatasyncSync, openSync, unlinkSync, writeSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -13,7 +13,7 @@ const writes = 400;
 const chunk = Buffer.alloc(writeBytes, 7);
 
 function measure(name: string, preZeroed: boolean): void {
-  const path = fileURLToPath(new URL(`../../fdatasync-growth-${process.pid}.bin`, import.meta.url));
+  const path = fileURLToPath(new URL(`../../../fdatasync-growth-${process.pid}.bin`, import.meta.url));
   const fd = openSync(path, "w");
   try {
     if (preZeroed) {

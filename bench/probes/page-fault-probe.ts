@@ -2,10 +2,10 @@
  * What it costs this machine to give a process a page of memory it has not touched yet: one byte
  * written per 4 KiB page of a fresh 256 MiB buffer (allocated outside the heap, so the C library maps
  * it fresh), timed, over three rounds. Every megabyte by which a server's resident memory grows costs
- * 256 of these, so the figure says what growing to a high-water mark costs (docs/benchmarks.md,
- * session 13: 10.7 µs a page on this VM, about fifty times a bare machine's).
+ * 256 of these, so the figure says what growing to a high-water mark costs (10.7 µs a page on the
+ * benchmark VM, about fifty times a bare machine's: bench/results/2026-12-01-session-13.md).
  *
- *   node bench/dist/page-fault-probe.js [--mib 256] [--rounds 3]
+ *   node bench/dist/probes/page-fault-probe.js [--mib 256] [--rounds 3]
  */
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
