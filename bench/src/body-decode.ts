@@ -4,8 +4,8 @@
  *
  *   node bench/dist/body-decode.js [sizes in bytes …]     (default: 1024 65536)
  *
- * For reference it also times the check a base64 body had before session 7, a regular expression over
- * the text, alone. It loads the compiled server (`npm run build` first).
+ * For reference it also times the check a base64 body had before its decoded length replaced it, a
+ * regular expression over the text, alone. It loads the compiled server (`npm run build` first).
  */
 import { randomBytes } from "node:crypto";
 

@@ -10,7 +10,7 @@
  *
  * Any queue on PostgreSQL that answers a send after its commit has at least the `insert` figure on a
  * message's path; a broker adds its own process between the client and the database on top of it
- * (docs/benchmarks.md, session 14).
+ * (bench/results/2026-12-01-session-14.md).
  *
  *   node bench/dist/pg-commit-probe.js [--pg-url postgres://postgres@127.0.0.1:5432/test]
  *                                      [--rate 1000] [--seconds 10] [--pool 4]

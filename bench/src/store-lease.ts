@@ -1,6 +1,6 @@
 /**
  * The SQLite store's lease alone, with many messages already in flight: what one lease costs as the
- * number of unacked messages grows (the in-flight ceiling, docs/benchmarks.md, session 4).
+ * number of unacked messages grows (the in-flight ceiling; bench/results/2026-11-30-session-4.md).
  *
  *   node bench/dist/store-lease.js [in-flight counts …]     (default: 1000 10000 50000)
  *

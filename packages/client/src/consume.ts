@@ -179,8 +179,8 @@ class QueueConsumer {
 /**
  * What a pushed message's handler gets: `signal` is made when first read, since an AbortSignal costs
  * more than the rest of a delivery on the client (2.4 µs here) and most handlers never look
- * (benchmarks.md, session 11). It is a getter on the prototype, so a copy made by spreading the
- * context does not carry it (client.md); an object literal with its own getter cost 0.6 µs a message.
+ * (bench/results/2026-12-01-session-11.md). It is a getter on the prototype, so a copy made by spreading
+ * the context does not carry it (client.md); an object literal with its own getter cost 0.6 µs a message.
  */
 class LeaseContext implements HandlerContext {
   readonly #lease: Lease;

@@ -23,8 +23,8 @@ export interface NewMessage {
 export interface StoredMessage extends Omit<NewMessage, "body"> {
   /**
    * The body's bytes, or, for a JSON body, the same bytes as text (UTF-8): the SQLite store reads JSON
-   * bodies as text, cheaper there than a Buffer (docs/benchmarks.md session 8); the log store hands a
-   * body over as it came (NewMessage.body).
+   * bodies as text, cheaper there than a Buffer (bench/results/2026-12-01-session-8.md); the log store
+   * hands a body over as it came (NewMessage.body).
    */
   body: Buffer | string;
   deliveryCount: number;

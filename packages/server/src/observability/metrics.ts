@@ -5,7 +5,7 @@
  * The per-queue families (15 series a queue) are written here rather than through prom-client, page
  * by page of the queue listing with a turn of the event loop between pages: with 10,000 queues,
  * prom-client's labelled `set`/`inc` and its formatting of 150,000 series held the event loop for
- * about half a second per scrape, and every other request waited (docs/benchmarks.md, session 9).
+ * about half a second per scrape, and every other request waited (bench/results/2026-12-01-session-9.md).
  */
 import { Counter, collectDefaultMetrics, Gauge, Registry } from "prom-client";
 import type { ExchangeBroker } from "../broker/exchanges.js";
