@@ -1,6 +1,6 @@
 /**
  * The Store contract for exchanges and bindings, and for sends and dead letters copied to many queues.
- * Part of the Store conformance suite (conformance/index.ts runs it against every store).
+ * Part of the Store conformance suite: conformance/index.ts runs it against every store.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
@@ -10,6 +10,7 @@ import type { QueueSuite } from "./harness.js";
 
 /** Exchanges, bindings, and copies to every queue of a route. */
 export function exchangeTests(suite: QueueSuite): void {
+  // Over 80 lines: one describe block of short tests, kept whole so their names keep its prefix.
   const { store, send, lease } = suite;
   describe("exchanges and copies", () => {
     test("an exchange is created once; its type cannot change; its alternate can", async () => {

@@ -1,6 +1,7 @@
 /**
  * The Store contract for nacks and dead letters: retry delays, the last allowed delivery, exhausted
- * candidates and the exhausted sweep, and bodies that keep their bytes on the way. Part of the Store conformance suite (conformance/index.ts runs it against every store).
+ * candidates and the exhausted sweep, and bodies that keep their bytes on the way.
+ * Part of the Store conformance suite: conformance/index.ts runs it against every store.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
@@ -10,6 +11,7 @@ import type { QueueSuite } from "./harness.js";
 
 /** Nacks, dead-lettering and the headers a dead letter carries. */
 export function deadLetterTests(suite: QueueSuite): void {
+  // Over 80 lines: one describe block of short tests, kept whole so their names keep its prefix.
   const { store, send, lease } = suite;
   describe("nack and dead letters", () => {
     test("nack ends the lease and retries after the delay it is given for the delivery count", async () => {

@@ -1,6 +1,7 @@
 /**
  * The Store contract for leases and acks: order, expiry, stale receipts, the in-flight ceiling, extend,
- * and calls that run at once. Part of the Store conformance suite (conformance/index.ts runs it against every store).
+ * and calls that run at once.
+ * Part of the Store conformance suite: conformance/index.ts runs it against every store.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
@@ -10,6 +11,7 @@ import { sendHandOffTests } from "./queue-send.js";
 
 /** Leases, acks and extends, with the hand-off tests from queue-send.ts among them. */
 export function leaseTests(suite: QueueSuite): void {
+  // Over 80 lines: one describe block of short tests, kept whole so their names keep its prefix.
   const { store, send, lease } = suite;
   describe("leases", () => {
     test("lease takes available messages in visibility order, up to max, with the message intact", async () => {

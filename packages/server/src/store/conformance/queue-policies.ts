@@ -1,6 +1,7 @@
 /**
  * The Store contract for send and lease policies: deduplication, overflow and at-most-once leases.
- * Part of the Store conformance suite (conformance/index.ts runs it against every store).
+ *
+ * Part of the Store conformance suite: conformance/index.ts runs it against every store.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
@@ -58,6 +59,7 @@ export function deduplicationTests(suite: PolicySuite): void {
 
 /** Overflow: reject, drop-oldest and dead-letter-oldest at maxDepth. */
 export function overflowTests(suite: PolicySuite): void {
+  // Over 80 lines: one describe block of short tests, kept whole so their names keep its prefix.
   const { store, create, send, lease, bodies, nack, assertDepthCounted } = suite;
   describe("overflow", () => {
     const limit = (policy: "reject" | "drop-oldest" | "dead-letter-oldest", maxDepth: number) => ({

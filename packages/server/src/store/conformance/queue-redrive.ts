@@ -1,6 +1,7 @@
 /**
  * The Store contract for redrive moves: dead letters moved back, in order, counted on both sides.
- * Part of the Store conformance suite (conformance/index.ts runs it against every store).
+ *
+ * Part of the Store conformance suite: conformance/index.ts runs it against every store.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
@@ -10,6 +11,7 @@ import type { PolicySuite } from "./harness.js";
 
 /** Redrive moves out of a dead-letter queue and into their queues. */
 export function redriveTests(suite: PolicySuite): void {
+  // Over 80 lines: one describe block of short tests, kept whole so their names keep its prefix.
   const { store, create, send, lease, bodies, ack, assertDepthCounted } = suite;
   describe("redrive moves", () => {
     const policies = (...names: string[]) => new Map(names.map((name) => [name, noSendPolicy]));

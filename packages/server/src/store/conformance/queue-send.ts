@@ -1,6 +1,7 @@
 /**
  * The Store contract for sends: depth after a send, and a send that hands off its first messages as
- * leases (the fast path to a waiting consumer). Part of the Store conformance suite (conformance/index.ts runs it against every store).
+ * leases (the fast path to a waiting consumer).
+ * Part of the Store conformance suite: conformance/index.ts runs it against every store.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
@@ -11,6 +12,7 @@ import type { QueueSuite } from "./harness.js";
 
 /** Sends and the depth they leave, alone and in the listing with depths. */
 export function sendAndDepthTests(suite: QueueSuite): void {
+  // Over 80 lines: one describe block of short tests, kept whole so their names keep its prefix.
   const { store, send, lease } = suite;
   describe("send and depth", () => {
     test("send to a missing queue stores nothing", async () => {
@@ -99,6 +101,7 @@ export function sendAndDepthTests(suite: QueueSuite): void {
 
 /** Sends that hand off leases; part of the "leases" section, so their names keep its prefix. */
 export function sendHandOffTests(suite: QueueSuite): void {
+  // Over 80 lines: a run of short tests that sits inside the "leases" describe, kept in its order.
   const { store, send, lease } = suite;
   const sendHandingOff = async (
     queue: string,
