@@ -8,8 +8,8 @@ import type { ExchangeBroker } from "../../broker/exchanges.js";
 import type { OutgoingMessage } from "../../broker/queues.js";
 import { HopperError } from "../../errors.js";
 import type { BindingDestination } from "../../model/exchange.js";
-import { decodeMessages } from "./messages.js";
-import { renderExchange, renderItemResult } from "./render.js";
+import { decodeMessages } from "../wire/messages.js";
+import { renderExchange, renderItemResult } from "../wire/render.js";
 
 type ExchangePath = { exchange: string };
 

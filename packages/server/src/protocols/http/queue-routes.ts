@@ -16,8 +16,8 @@ import {
 } from "@hopper/wire";
 import type { FastifyInstance } from "fastify";
 import type { QueueBroker } from "../../broker/queues.js";
-import { decodeMessages } from "./messages.js";
-import { leasedListJson, renderItemResult, renderStored, renderTask } from "./render.js";
+import { decodeMessages } from "../wire/messages.js";
+import { leasedListJson, renderItemResult, renderStored, renderTask } from "../wire/render.js";
 
 type QueuePath = { queue: string };
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { type Random, seededRandom } from "../random.js";
+import { type Random, seededRandom } from "../../random.js";
 import { sendBodySpans } from "./body-spans.js";
 
 /** What JSON.parse makes of each message's body: the scan must find the same values. */

@@ -4,7 +4,7 @@ import type { SendMessage } from "@hopper/wire";
 import type { OutgoingMessage } from "../../broker/queues.js";
 import { invariant } from "../../errors.js";
 import { decodeMessageBody } from "../../model/message-body.js";
-import { sendBodySpans } from "../body-spans.js";
+import { sendBodySpans } from "./body-spans.js";
 
 type WireMessage = Omit<SendMessage, "delayMs" | "priority"> & {
   delayMs?: number;

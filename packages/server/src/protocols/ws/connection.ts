@@ -9,8 +9,8 @@ import type { ItemResult, QueueBroker } from "../../broker/queues.js";
 import { type Signal, type SignalHub, signalSubscriptionsPerConnectionMax } from "../../broker/signals.js";
 import type { Clock } from "../../clock.js";
 import { HopperError } from "../../errors.js";
-import { decodeMessages } from "../http/messages.js";
-import { leasedListJson, renderItemResult } from "../http/render.js";
+import { decodeMessages } from "../wire/messages.js";
+import { leasedListJson, renderItemResult } from "../wire/render.js";
 import {
   type AckFrame,
   type CancelFrame,

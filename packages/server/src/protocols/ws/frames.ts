@@ -9,7 +9,7 @@ import { Compile } from "typebox/compile";
 import { prefetchMax } from "../../broker/push-consumer.js";
 import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
-import { describeErrors } from "../validation-errors.js";
+import { describeErrors } from "../wire/validation-errors.js";
 
 const strict = { additionalProperties: false } as const;
 
