@@ -6,7 +6,12 @@
 import { isUtf8 } from "node:buffer";
 import type { IncomingMessage } from "node:http";
 import swagger from "@fastify/swagger";
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
+import Fastify, {
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from "fastify";
 import type { TSchema } from "typebox";
 import { Compile } from "typebox/compile";
 import { Value } from "typebox/value";
@@ -16,7 +21,8 @@ import type { QueueBroker } from "../../broker/queues.js";
 import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Metrics } from "../../observability/metrics.js";
-import { describeErrors } from "../wire/validation-errors.js";
+import { describeErrors } from "../validation-errors.js";
+import { answerClientError } from "./client-errors.js";
 import { registerExchangeRoutes } from "./exchange-routes.js";
 import { registerQueueRoutes } from "./queue-routes.js";
 
@@ -44,6 +50,9 @@ const fastifyErrorCodes: Record<string, HopperError["code"]> = {
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: "invalid_request",
 };
 
+/** Router errors about the path: a bad percent-encoding, or a name too long even to match. */
+const routerNameErrors = new Set(["FST_ERR_BAD_URL", "FST_ERR_MAX_PARAM_LENGTH"]);
+
 const openPaths = new Set(["/healthz", "/readyz"]);
 
 export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInstance> {
@@ -60,11 +69,14 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     // Errors the router raises before any route runs (a malformed URL, say) get the catalog's shape.
     frameworkErrors: (error, _request, reply) => {
       const hopperError = new HopperError(
-        error.code === "FST_ERR_BAD_URL" ? "invalid_name" : "invalid_request",
+        routerNameErrors.has(error.code) ? "invalid_name" : "invalid_request",
         error.message,
       );
       (reply as FastifyReply).status(hopperError.status).send({ error: hopperError.toJSON() });
     },
+    // Requests Node's HTTP parser refuses, or that time out, never reach Fastify's router: without
+    // this they would get Fastify's own body, not the catalog's.
+    clientErrorHandler: answerClientError,
   });
 
   // JSON is the only body the API takes (so text/plain gets 415). An empty body is allowed for calls
@@ -119,7 +131,7 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     const mapped = fastifyErrorCodes[error.code];
     if (mapped === "request_too_large") lingerOnOversizedBody(request.raw, reply);
     if (mapped) {
-      const hopperError = new HopperError(mapped, error.message);
+      const hopperError = fastifyClientError(mapped, error, request);
       return reply.status(hopperError.status).send({ error: hopperError.toJSON() });
     }
     if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
@@ -170,6 +182,37 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
   registerQueueRoutes(app, options.broker);
   registerExchangeRoutes(app, options.exchanges);
   return app;
+}
+
+/**
+ * The catalog error for one of Fastify's own client errors: what the catalog's message says, with the
+ * details docs/api.md promises, rather than Fastify's wording ("Unsupported Media Type").
+ */
+function fastifyClientError(
+  code: HopperError["code"],
+  error: FastifyError,
+  request: FastifyRequest,
+): HopperError {
+  if (code === "request_too_large") {
+    const bytesMax = limits.requestBytesMax;
+    // A chunked upload declares no length, and is cut off at the limit: its size is not known.
+    const bytes = Number(request.headers["content-length"]);
+    return new HopperError("request_too_large", `The request body is larger than ${bytesMax} bytes.`, {
+      ...(Number.isSafeInteger(bytes) && { bytes }),
+      bytesMax,
+    });
+  }
+  if (code === "unsupported_media_type") {
+    const contentType = request.headers["content-type"];
+    const sent =
+      contentType === undefined ? "no Content-Type" : `Content-Type ${JSON.stringify(contentType)}`;
+    return new HopperError(
+      "unsupported_media_type",
+      `The body has ${sent}; send JSON with Content-Type: application/json.`,
+      { contentType: contentType ?? null },
+    );
+  }
+  return new HopperError(code, error.message);
 }
 
 /** A batch (messages or receipts) with more items than a batch may hold. */
