@@ -21,7 +21,7 @@ import type { QueueBroker } from "../../broker/queues.js";
 import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Metrics } from "../../observability/metrics.js";
-import { describeErrors } from "../validation-errors.js";
+import { describeErrors } from "../wire/validation-errors.js";
 import { answerClientError } from "./client-errors.js";
 import { registerExchangeRoutes } from "./exchange-routes.js";
 import { registerQueueRoutes } from "./queue-routes.js";
