@@ -1,0 +1,256 @@
+/**
+ * The Store of the two embedded stores, written once: every queue and exchange method runs the
+ * engine (queues.ts, exchanges.ts) over the store's rows, inside the store's own write or read
+ * (`EmbeddedRunner`: SQLite's group commit, the log store's commits). One process owns an embedded
+ * store, so its cluster link is trivial: no events, always the leader, no one to tell.
+ */
+import type { BindingDestination, ExchangeRecord, ExchangeType } from "../../model/exchange.js";
+import type { LeasedMessage, MessageState, ReceiptResult, StoredMessage } from "../../model/message.js";
+import type { QueueAttributes, QueueDepth, QueueKind, QueueRecord } from "../../model/queue.js";
+import type { Random } from "../../random.js";
+import type { QueueStore } from "../queue-store.js";
+import type { Applied, QueueListPage, QueueSend, SendOutcome, Store, StoreEvent } from "../store.js";
+import { EmbeddedExchanges } from "./exchanges.js";
+import { EmbeddedQueues, type LeaseOutcome } from "./queues.js";
+import type { ExchangeRows, ExchangeSlot, MessageSlot, QueueRows, QueueSlot } from "./rows.js";
+
+/** How a store runs the engine's work: each call one atomic write, or a read of committed state. */
+export interface EmbeddedRunner {
+  /** Runs `apply` as one write; answers once it is durable. `weight`: how many messages it writes
+   * (SQLite bounds a group commit by it). `applied`: called once the store's state holds the result,
+   * before it is durable (the log store; Store's `Applied`). */
+  write<T>(apply: () => T, options?: { weight?: number; applied?: (result: T) => void }): Promise<T>;
+  /** A lease: the log store answers once the messages it hands out are durable, before its own record
+   * is (docs/log-store.md, rule 4); with autoAck it waits for the deletes. */
+  lease(apply: () => LeaseOutcome, options: { weight: number; autoAck: boolean }): Promise<LeaseOutcome>;
+  /** A read of the state as committed. */
+  read<T>(compute: () => T): Promise<T>;
+}
+
+type MoveParams = Parameters<QueueStore["queueMove"]>[0];
+type MoveResult = Awaited<ReturnType<QueueStore["queueMove"]>>;
+type DeadLetterExhaustedParams = Parameters<QueueStore["queueDeadLetterExhausted"]>[0];
+
+export abstract class EmbeddedStore<Q extends QueueSlot, M extends MessageSlot, X extends ExchangeSlot>
+  implements Store
+{
+  /** One writer: writes commit in the order they are called. */
+  readonly commitsInCallOrder = true;
+  private readonly queues: EmbeddedQueues<Q, M>;
+  private readonly exchanges: EmbeddedExchanges<X>;
+
+  protected constructor(
+    private readonly queueRows: QueueRows<Q, M>,
+    exchangeRows: ExchangeRows<X>,
+    private readonly runner: EmbeddedRunner,
+    random: Random,
+  ) {
+    this.queues = new EmbeddedQueues(queueRows, random);
+    this.exchanges = new EmbeddedExchanges(exchangeRows);
+  }
+
+  abstract ping(): Promise<void>;
+  abstract close(): Promise<void>;
+
+  // ---- the cluster link of a store one process owns
+
+  watch(_listener: (event: StoreEvent) => void): void {}
+
+  async housekeepingLeader(): Promise<boolean> {
+    return true;
+  }
+
+  /** One process owns the store: its own subscribers already have the signal. */
+  async signalBroadcast(_params: { channel: string; dataJson: string }): Promise<void> {}
+
+  // ---- queues
+
+  queueUpsert(params: {
+    name: string;
+    kind: QueueKind;
+    attributes: QueueAttributes;
+    now: number;
+  }): Promise<{ created: boolean; queue: QueueRecord }> {
+    return this.runner.write(() => this.queues.upsert(params));
+  }
+
+  queueGet(params: { name: string }): Promise<QueueRecord | undefined> {
+    return this.runner.read(() => {
+      const queue = this.queueRows.queue(params.name);
+      return queue && this.queueRows.queueRecord(queue);
+    });
+  }
+
+  queueList(): Promise<QueueRecord[]> {
+    return this.runner.read(() => this.queueRows.queueRecords({ after: "", limit: undefined }));
+  }
+
+  async queueDelete(params: { name: string }): Promise<{ removed: number }> {
+    return {
+      removed: await this.inSteps(params.name, (queue, lastSeq) => this.queues.deleteStep(queue, lastSeq)),
+    };
+  }
+
+  /** Deletes the messages stored before the purge began, in steps (inSteps). */
+  async queuePurge(params: { queue: string }): Promise<{ purged: number }> {
+    return {
+      purged: await this.inSteps(params.queue, (queue, lastSeq) => this.queues.purgeStep(queue, lastSeq)),
+    };
+  }
+
+  /**
+   * Runs `step` in writes of its own, one after another, until it says it is done, and answers the
+   * messages the steps removed: a purge or a queue delete (rule 20a), so other calls run between them.
+   * The first step finds the queue or throws queue_not_found and fixes the bound every step deletes up
+   * to; a send made meanwhile may land on either side of it. A later step that finds the queue gone (a
+   * concurrent delete took it) ends the run with what was removed until then.
+   */
+  private async inSteps(
+    name: string,
+    step: (queue: Q, lastSeq: number) => { removed: number; done: boolean },
+  ): Promise<number> {
+    let lastSeq: number | undefined;
+    let removed = 0;
+    for (;;) {
+      const outcome = await this.runner.write(() => {
+        const queue = lastSeq === undefined ? this.queues.require(name) : this.queueRows.queue(name);
+        if (!queue) return { removed: 0, done: true };
+        lastSeq ??= this.queueRows.lastSeq();
+        return step(queue, lastSeq);
+      });
+      removed += outcome.removed;
+      if (outcome.done) return removed;
+    }
+  }
+
+  queueDepth(params: { name: string; now: number }): Promise<QueueDepth> {
+    return this.runner.read(() => this.queueRows.depth(this.queues.require(params.name), params.now));
+  }
+
+  queueListWithDepth(
+    params: QueueListPage & { now: number },
+  ): Promise<{ queue: QueueRecord; depth: QueueDepth }[]> {
+    return this.runner.read(() =>
+      this.queueRows.queuesWithDepth({ after: params.after ?? "", limit: params.limit }, params.now),
+    );
+  }
+
+  queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<SendOutcome[]> {
+    const weight = params.sends.reduce((total, send) => total + send.messages.length, 0);
+    return this.runner.write(() => this.queues.send(params.sends, params.now), { weight });
+  }
+
+  async queueLease(params: Parameters<QueueStore["queueLease"]>[0]): Promise<{
+    messages: LeasedMessage[];
+    deadLettered: number;
+    corrupt: number;
+  }> {
+    const { messages, deadLettered, corrupt } = await this.runner.lease(() => this.queues.lease(params), {
+      weight: params.max,
+      autoAck: params.autoAck ?? false,
+    });
+    return { messages, deadLettered, corrupt };
+  }
+
+  queueAck(params: { queue: string; receipts: string[]; applied?: Applied }): Promise<ReceiptResult[]> {
+    return this.runner.write(() => this.queues.ack(params.queue, params.receipts), {
+      weight: params.receipts.length,
+      ...(params.applied && { applied: params.applied }),
+    });
+  }
+
+  queueNack(params: Parameters<QueueStore["queueNack"]>[0]): Promise<{
+    results: ReceiptResult[];
+    deadLettered: number;
+  }> {
+    const { applied } = params;
+    return this.runner.write(() => this.queues.nack(params), {
+      weight: params.receipts.length,
+      ...(applied && { applied: (outcome: { results: ReceiptResult[] }) => applied(outcome.results) }),
+    });
+  }
+
+  queueExtend(params: {
+    queue: string;
+    receipts: string[];
+    leaseExpiresAt: number;
+  }): Promise<ReceiptResult[]> {
+    return this.runner.write(() => this.queues.extend(params.queue, params.receipts, params.leaseExpiresAt), {
+      weight: params.receipts.length,
+    });
+  }
+
+  queuePeek(params: {
+    queue: string;
+    state: MessageState;
+    limit: number;
+    now: number;
+  }): Promise<StoredMessage[]> {
+    return this.runner.read(() =>
+      this.queueRows
+        .peek(this.queues.require(params.queue), params.state, params.now, params.limit)
+        .map((message) => this.queues.peekShown(message)),
+    );
+  }
+
+  queueExpire(params: { queue: string; expiredBefore: number; max: number; now: number }): Promise<{
+    expired: number;
+  }> {
+    return this.runner.write(() => this.queues.expire(params));
+  }
+
+  queueMove(params: MoveParams): Promise<MoveResult> {
+    return this.runner.write(() => this.queues.move(params));
+  }
+
+  queueDeadLetterExhausted(params: DeadLetterExhaustedParams): Promise<{ deadLettered: number }> {
+    return this.runner.write(() => this.queues.deadLetterExhausted(params));
+  }
+
+  queueNextEvents(params: { queue: string; now: number }): Promise<{
+    nextVisibleAt: number | null;
+    oldestPublishedAt: number | null;
+  }> {
+    return this.runner.read(() => {
+      const queue = this.queueRows.queue(params.queue);
+      return queue
+        ? this.queueRows.nextEvents(queue, params.now)
+        : { nextVisibleAt: null, oldestPublishedAt: null };
+    });
+  }
+
+  // ---- exchanges
+
+  exchangeUpsert(params: {
+    name: string;
+    type: ExchangeType;
+    alternate: string | null;
+    now: number;
+  }): Promise<{ created: boolean; exchange: ExchangeRecord }> {
+    return this.runner.write(() => this.exchanges.upsert(params));
+  }
+
+  exchangeGet(params: { name: string }): Promise<ExchangeRecord | undefined> {
+    return this.runner.read(() => this.exchanges.get(params.name));
+  }
+
+  exchangeList(): Promise<ExchangeRecord[]> {
+    return this.runner.read(() => this.exchanges.list());
+  }
+
+  exchangeDelete(params: { name: string }): Promise<void> {
+    return this.runner.write(() => this.exchanges.delete(params.name));
+  }
+
+  bindingUpsert(params: { exchange: string; destination: BindingDestination; pattern: string }): Promise<{
+    created: boolean;
+  }> {
+    return this.runner.write(() => this.exchanges.bind(params));
+  }
+
+  bindingDelete(params: { exchange: string; destination: BindingDestination; pattern: string }): Promise<{
+    deleted: boolean;
+  }> {
+    return this.runner.write(() => this.exchanges.unbind(params));
+  }
+}
