@@ -32,7 +32,12 @@ import {
   segmentFrames,
   writeLoadedLog,
 } from "../testing/log-load.js";
-import { createTempDir, startServerProcess, type TempDir } from "../testing/server-process.js";
+import {
+  createTempDir,
+  type ServerProcess,
+  startServerProcess,
+  type TempDir,
+} from "../testing/server-process.js";
 
 /** A page as a file system writes it (row 3 zeroes one, aligned). */
 const pageBytes = 4096;
@@ -218,6 +223,21 @@ test("row 6: a damaged snapshot in the base segment is refused, naming the base"
   assert.doesNotMatch(stderr, /a segment .* is missing/);
 });
 
+/** A server's output arrives as it comes; a line it wrote shows up within this bound. */
+const stderrWaitMs = 5_000;
+const stderrPollMs = 10;
+
+/** Resolves once the server's stderr matches `pattern`; fails after stderrWaitMs. */
+async function stderrMatching(server: ServerProcess, pattern: RegExp): Promise<void> {
+  for (let waited = 0; !pattern.test(server.stderr()); waited += stderrPollMs) {
+    assert.ok(
+      waited < stderrWaitMs,
+      `stderr does not match ${pattern} after ${stderrWaitMs} ms:\n${server.stderr()}`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, stderrPollMs));
+  }
+}
+
 /** One hand-built batch: two record frames, the last marked as the batch's end. Their payloads are
  * never replayed (a cut drops them, a refusal stops before them), so any non-zero bytes do. */
 function handBatch(fill: number): Buffer {
@@ -247,8 +267,9 @@ test("row 7: a hole in a last batch that never finished starts, cuts it into set
 
   const server = await startServerProcess({ store: `log:${dir}` });
   try {
-    assert.match(
-      server.stderr(),
+    // stderr and stdout are two pipes: the report, written before the listening line, may come after it.
+    await stderrMatching(
+      server,
       new RegExp(
         `cut the unfinished last write of ${newest} from offset ${batchStart}: ${damagedTail.length} bytes`,
       ),
