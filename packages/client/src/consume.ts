@@ -2,6 +2,8 @@
 // the consumer runs the handler for each, acks on success and nacks on a throw. A dropped connection
 // is replaced with capped exponential back-off; the server hands back every lease the old one held,
 // so the handlers still running on it are told (their signal fires) and their messages are not acked.
+// A graceful stop first asks the server for no more messages (`drain`), so that none is delivered,
+// and counted as delivered, that the consumer would then hand back unrun.
 import { BatchCoalescer } from "./coalescer.js";
 import { clientErrorCodes, HopperError } from "./errors.js";
 import { type ServerFrame, SocketSession, type SocketTarget } from "./socket.js";
@@ -22,8 +24,9 @@ export interface ConsumeOptions {
 
 export interface Consumer {
   /**
-   * Runs no new message, lets running handlers finish and settles their messages, then closes the
-   * connection, which hands back the messages that were not run. Idempotent.
+   * Asks the server to deliver no more, lets the handlers finish (those running, and any of a message
+   * the server sent before it heard) and settles their messages, then closes the connection. A message
+   * the consumer did not run is never counted as delivered. Idempotent.
    */
   stop(): Promise<void>;
   /** Resolves once the consumer has stopped. */
@@ -58,6 +61,12 @@ class QueueConsumer {
   private readonly running = new Set<Promise<void>>();
   private readonly batches = new BatchCoalescer<string, ItemResult>();
   private stopping: Promise<void> | undefined;
+  /** The server's id of this consumer on the open connection, once it answered `consume`. */
+  private sub: string | undefined;
+  /** The `consume` request under way on a new connection. */
+  private consuming: Promise<unknown> | undefined;
+  /** Set once deliveries are no longer run: they are held unrun, and closing hands them back. */
+  private refusingDeliveries = false;
   private resolveDone!: () => void;
 
   constructor(
@@ -72,8 +81,18 @@ class QueueConsumer {
     });
     this.session = new SocketSession(target, {
       onOpen: async (session) => {
+        // A connection that opens while stopping consumes nothing: stop() is about to close it.
+        if (this.stopping) return;
         // `batch`: each lease's messages come in one frame, which costs the server far less per message.
-        await session.request({ op: "consume", queue: this.queue, prefetch: this.prefetch, batch: true });
+        const consuming = session.request({
+          op: "consume",
+          queue: this.queue,
+          prefetch: this.prefetch,
+          batch: true,
+        });
+        this.consuming = consuming;
+        const answer = await consuming;
+        this.sub = typeof answer.sub === "string" ? answer.sub : undefined;
       },
       onPush: (frame) => this.onPush(frame),
       onClose: () => this.connectionLost(),
@@ -83,17 +102,41 @@ class QueueConsumer {
 
   stop(): Promise<void> {
     this.stopping ??= (async () => {
-      await Promise.all(this.running);
+      await this.stopDeliveries();
+      // A delivery the server sent before it heard may start a handler while others finish.
+      while (this.running.size > 0) await Promise.all(this.running);
+      this.refusingDeliveries = true;
       await this.session.close();
       this.resolveDone();
     })();
     return this.stopping;
   }
 
+  /**
+   * Asks the server to lease no more messages to this consumer, keeping the ones it holds: once it
+   * answers, every delivery it made has arrived (bar those it held while this client read too
+   * slowly). Without it the credit of each handler that finishes would bring a message that is then
+   * handed back unrun, with its delivery counted. Where the server cannot be asked (no connection, a
+   * server without `drain`), deliveries are held unrun from now on, as they were before `drain`.
+   */
+  private async stopDeliveries(): Promise<void> {
+    await this.consuming?.catch(() => {});
+    const sub = this.sub;
+    if (sub === undefined) {
+      this.refusingDeliveries = true;
+      return;
+    }
+    try {
+      await this.session.request({ op: "drain", sub });
+    } catch {
+      this.refusingDeliveries = true;
+    }
+  }
+
   private onPush(frame: ServerFrame): void {
     if (frame.op === "deliver") {
-      // While stopping, a delivery is held unrun; closing the connection hands it back.
-      if (this.stopping) return;
+      // Once the consumer no longer runs deliveries, one is held unrun; closing the connection hands it back.
+      if (this.refusingDeliveries) return;
       const messages = (frame.messages as ReceivedMessage[] | undefined) ?? [
         frame.message as ReceivedMessage,
       ];
@@ -143,6 +186,8 @@ class QueueConsumer {
 
   /** The connection ended: every running handler's lease went with it. */
   private connectionLost(): void {
+    this.sub = undefined;
+    this.consuming = undefined;
     for (const [receipt, lease] of this.leases) {
       const error = new HopperError({
         code: "stale_receipt",

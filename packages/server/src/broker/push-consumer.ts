@@ -5,7 +5,8 @@
  * that the consumer renews in one batch every third of it while it holds the delivery, so that if the
  * server dies the messages come back within one lease. A consumer that holds a delivery longer than the
  * ack timeout loses it: the lease is handed back and the credit comes back. Cancelling hands every
- * lease it holds back at once, so another consumer can take those messages without waiting.
+ * lease it holds back at once, so another consumer can take those messages without waiting. Stopping
+ * the leasing keeps the leases, for a consumer that finishes what it holds before it goes.
  *
  * Credit beyond the consumer's own receive takes hand-offs (handoffs.ts): while its last look found the
  * queue drained, a send into the queue may lease its messages to the consumer as it writes them, even
@@ -16,8 +17,8 @@ import type { Clock } from "../clock.js";
 import { HopperError, invariant } from "../errors.js";
 import { limits } from "../limits.js";
 import type { LeasedMessage } from "../model/message.js";
+import type { Claim } from "./handoffs.js";
 import type { ItemResult, QueueBroker } from "./queues.js";
-import type { Claim } from "./waiters.js";
 
 /** The most unacked deliveries one consumer may hold: as the client worker's concurrency ceiling. */
 export const prefetchMax = 1000;
@@ -93,6 +94,9 @@ export class PushConsumer {
   private wakeSleep: (() => void) | undefined;
   private paused = false;
   private ended = false;
+  /** stopLeasing() was called: no more leases, neither by receive nor by hand-off. */
+  private leasingStopped = false;
+  private stoppingLeasing: Promise<void> | undefined;
   private cancelling: Promise<void> | undefined;
 
   constructor(private readonly options: PushConsumerOptions) {
@@ -159,6 +163,26 @@ export class PushConsumer {
   /** Hands the messages back at once, without counting a nack. */
   async release(receipts: string[]): Promise<ItemResult[]> {
     return this.settle(receipts, (held) => this.options.broker.extend(this.queue, held, 0));
+  }
+
+  /**
+   * Stops leasing, and keeps every lease held so that it can still be acked or nacked: a consumer that
+   * is stopping finishes the messages it has without being given more, whose deliveries would be
+   * counted although it never ran them. Resolves once no receive or hand-off is under way, so every
+   * lease this consumer will get has been delivered (or, while paused, waits for resume()). Idempotent.
+   */
+  stopLeasing(): Promise<void> {
+    this.stoppingLeasing ??= this.stopLeasingOnce();
+    return this.stoppingLeasing;
+  }
+
+  private async stopLeasingOnce(): Promise<void> {
+    this.leasingStopped = true;
+    this.receiveAbort.abort();
+    this.wakeSleep?.();
+    // A receive answered as the abort came delivers its leases as the loop ends.
+    await this.loop;
+    await Promise.all(this.handoffsUnderWay);
   }
 
   /**
@@ -252,7 +276,7 @@ export class PushConsumer {
    * gathered into larger leases rather than spent on one store call per ack frame.
    */
   private canReceive(): boolean {
-    if (this.ended || this.paused) return false;
+    if (this.ended || this.leasingStopped || this.paused) return false;
     const free = this.freeCredit();
     if (free < 1) return false;
     return this.held.size + this.reserved === 0 || free >= this.refillMin;
@@ -268,7 +292,7 @@ export class PushConsumer {
    * the last look found the queue drained; the claim settles with what the send leased to it.
    */
   private claimHandoff(): Claim | undefined {
-    if (this.ended || this.paused || !this.drained) return undefined;
+    if (this.ended || this.leasingStopped || this.paused || !this.drained) return undefined;
     const room = Math.min(limits.receiveMax, this.freeCredit() - this.receiving);
     if (room < 1) return undefined;
     this.reserved += room;
@@ -319,7 +343,7 @@ export class PushConsumer {
         this.receiving = 0;
         drainedAtVersion = undefined;
         this.drained = false;
-        if (this.ended) return;
+        if (this.ended || this.leasingStopped) return;
         if (error instanceof HopperError && error.code === "queue_not_found") {
           this.end(error);
           return;
@@ -428,9 +452,9 @@ export class PushConsumer {
     this.options.onEnd?.(error);
   }
 
-  /** Waits on the injected clock, or until cancel(). */
+  /** Waits on the injected clock, or until cancel() or stopLeasing(). */
   private sleep(delayMs: number): Promise<void> {
-    if (this.ended) return Promise.resolve();
+    if (this.ended || this.leasingStopped) return Promise.resolve();
     return new Promise((resolve) => {
       const wake = () => {
         cancelTimer();

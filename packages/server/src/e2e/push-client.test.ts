@@ -194,6 +194,49 @@ describe("client consume, end to end", () => {
     await waitUntil(async () => (await client.getQueue("pushed")).stats.acked === 20, "all acked");
   });
 
+  test("a push worker's stop() takes no more deliveries: the messages it did not run were never counted", async () => {
+    await client.putQueue("stop-uncounted", {});
+    await client.send(
+      "stop-uncounted",
+      Array.from({ length: 6 }, (_, n) => ({ body: { n } })),
+    );
+    let started = 0;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const errors: unknown[] = [];
+    const worker = client.worker(
+      "stop-uncounted",
+      async () => {
+        started++;
+        await released;
+      },
+      { mode: "push", prefetch: 2, onError: (error) => errors.push(error) },
+    );
+    await waitUntil(() => started === 2, "the first two handlers started");
+    const stopping = worker.stop();
+    // The two running handlers finish and are acked while stop() is under way: their credit must not
+    // bring more deliveries, which the worker would hold unrun and hand back with a delivery counted.
+    await delay(100);
+    release();
+    await stopping;
+    assert.equal(started, 2, "no handler ran after stop()");
+    assert.deepEqual(errors, []);
+    await waitUntil(
+      async () => (await client.getQueue("stop-uncounted")).stats.inFlight === 0,
+      "nothing left leased",
+    );
+    const { stats } = await client.getQueue("stop-uncounted");
+    assert.deepEqual([stats.acked, stats.available], [2, 4]);
+    const next = await client.receive("stop-uncounted", { max: 10 });
+    assert.deepEqual(
+      next.map((message) => message.deliveryCount),
+      [1, 1, 1, 1],
+      "each message the worker did not run is delivered now for the first time",
+    );
+  });
+
   test("client.signals: live subscribers hear a publish; a dropped connection subscribes again", async () => {
     const proxy = await startProxy(server.url);
     const publisher = new HopperClient({ url: server.url });

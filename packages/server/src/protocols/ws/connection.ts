@@ -16,6 +16,7 @@ import {
   type CancelFrame,
   type ClientFrame,
   type ConsumeFrame,
+  type DrainFrame,
   type NackFrame,
   parseFrame,
   type Ref,
@@ -193,6 +194,8 @@ export class WsConnection {
         return this.settle(frame, (consumer, receipts) => consumer.nack(receipts, frame.delayMs));
       case "cancel":
         return this.cancel(frame);
+      case "drain":
+        return this.drain(frame);
       case "send":
         return this.sendMessages(frame, bytes);
       case "signal.subscribe":
@@ -285,16 +288,28 @@ export class WsConnection {
   }
 
   private async cancel(frame: CancelFrame): Promise<Answer> {
-    const consumer = this.consumers.get(frame.sub);
-    if (!consumer) {
-      throw new HopperError("consumer_not_found", `This connection has no consumer "${frame.sub}".`, {
-        sub: frame.sub,
-      });
-    }
+    const consumer = this.consumerOf(frame.sub);
     // Gone from the map first: an ack that comes while the leases are handed back finds none here.
     this.consumers.delete(frame.sub);
     await consumer.cancel();
     return { op: "cancelled", sub: frame.sub };
+  }
+
+  /**
+   * The consumer is given no more messages; what it holds stays held, to be acked or nacked. Every
+   * delivery it gets is sent before this answer, except those leased while the socket was backed up.
+   */
+  private async drain(frame: DrainFrame): Promise<Answer> {
+    await this.consumerOf(frame.sub).stopLeasing();
+    return { op: "draining", sub: frame.sub };
+  }
+
+  private consumerOf(sub: string): PushConsumer {
+    const consumer = this.consumers.get(sub);
+    if (!consumer) {
+      throw new HopperError("consumer_not_found", `This connection has no consumer "${sub}".`, { sub });
+    }
+    return consumer;
   }
 
   private subscribe(channel: string): Answer {

@@ -43,6 +43,8 @@ const frameSchemas = {
     strict,
   ),
   cancel: Type.Object({ op: Type.Literal("cancel"), ref: Type.Optional(Ref), sub: Sub }, strict),
+  /** Hopper's extension of API.md: the consumer is given no more messages, and keeps those it holds. */
+  drain: Type.Object({ op: Type.Literal("drain"), ref: Type.Optional(Ref), sub: Sub }, strict),
   /** Hopper's extension of API.md: a send over the socket, as `POST /v1/queues/{queue}/messages`. */
   send: Type.Object(
     {
@@ -71,6 +73,7 @@ export type ConsumeFrame = Static<(typeof frameSchemas)["consume"]>;
 export type AckFrame = Static<(typeof frameSchemas)["ack"]>;
 export type NackFrame = Static<(typeof frameSchemas)["nack"]>;
 export type CancelFrame = Static<(typeof frameSchemas)["cancel"]>;
+export type DrainFrame = Static<(typeof frameSchemas)["drain"]>;
 export type SendFrame = Static<(typeof frameSchemas)["send"]>;
 export type SignalSubscribeFrame = Static<(typeof frameSchemas)["signal.subscribe"]>;
 export type SignalUnsubscribeFrame = Static<(typeof frameSchemas)["signal.unsubscribe"]>;
@@ -80,6 +83,7 @@ export type ClientFrame =
   | AckFrame
   | NackFrame
   | CancelFrame
+  | DrainFrame
   | SendFrame
   | SignalSubscribeFrame
   | SignalUnsubscribeFrame
