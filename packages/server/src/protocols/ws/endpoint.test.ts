@@ -167,6 +167,28 @@ describe("websocket endpoint", () => {
     );
   });
 
+  test("drain stops a consumer's deliveries and keeps its leases: acks work, no new message is leased", async () => {
+    await server.broker.send("q", [json(1), json(2), json(3), json(4)]);
+    const socket = await open();
+    const { sub } = await socket.request({ op: "consume", queue: "q", prefetch: 2 });
+    await socket.waitForCount("deliver", 2);
+    const draining = await socket.request({ op: "drain", sub });
+    assert.deepEqual([draining.op, draining.sub], ["draining", sub]);
+    assert.equal((await server.broker.stats("q")).inFlight, 2, "the leases are kept");
+    const acked = await socket.request({ op: "ack", receipts: receiptsOf(socket.all("deliver")) });
+    assert.deepEqual(acked.results, [{ ok: true }, { ok: true }]);
+    // The credit the acks gave back, and a send meant for a waiting consumer, bring nothing.
+    await server.broker.send("q", [json(5)]);
+    await delay(50);
+    assert.equal(socket.all("deliver").length, 2);
+    const stats = await server.broker.stats("q");
+    assert.deepEqual([stats.acked, stats.inFlight, stats.available, stats.delivered], [2, 0, 3, 2]);
+    const again = await socket.request({ op: "drain", sub });
+    assert.equal(again.op, "draining", "drain is idempotent");
+    const missing = await socket.request({ op: "drain", sub: "99" });
+    assert.equal((missing.error as { code: string }).code, "consumer_not_found");
+  });
+
   test("a consumer whose queue is deleted is cancelled by the server with queue_not_found", async () => {
     const socket = await open();
     const { sub } = await socket.request({ op: "consume", queue: "q", prefetch: 1 });
