@@ -17,7 +17,7 @@ import type {
   ExchangeRecord,
   ExchangeType,
 } from "../../model/exchange.js";
-import { bodyByteLength, type LeasedMessage, type StoredMessage } from "../../model/message.js";
+import { bodyByteLength, type StoredMessage } from "../../model/message.js";
 import {
   depthOf,
   type QueueAttributes,
@@ -71,8 +71,6 @@ export interface QueueState {
   readonly groups: Map<string, Group>;
   readonly leased: Set<Message>;
   readonly dedup: Map<string, { messageId: string; expiresAt: number }>;
-  /** At least the messages in flight, or undefined: not state, a hint (inFlightAtMost). */
-  inFlightBound: number | undefined;
   /**
    * Whether `messages` iterates in arrival order (publish time, then seq): true while every message
    * came in with a publish time no earlier than the one before (always, when the clock does not step
@@ -179,24 +177,6 @@ export function insertHeadOf(message: Message): InsertHead {
   };
 }
 
-/** The message as a lease hands it out (toStored with its receipt, built in one literal: hot). */
-export function toLeased(message: Message, receipt: string): LeasedMessage {
-  return {
-    id: message.id,
-    body: message.body,
-    contentType: message.contentType,
-    headers: message.headers,
-    key: message.key,
-    priority: message.priority,
-    dedupId: message.dedupId,
-    publishedAt: message.publishedAt,
-    visibleAt: message.visibleAt,
-    deliveryCount: message.deliveryCount,
-    firstDeliveredAt: message.firstDeliveredAt,
-    receipt,
-  };
-}
-
 /** What a message adds to a snapshot, about: its body and its insert record's head. */
 export function messageBytes(message: Message): number {
   return message.bytes;
@@ -240,16 +220,6 @@ export function leaseOf(
   };
 }
 
-/** What redrive-order.ts orders a message by. */
-export function asOrderRow(message: Message): {
-  seq: number;
-  key: string | null;
-  group_key: string | null;
-  message: Message;
-} {
-  return { seq: message.seq, key: message.key, group_key: message.groupKey, message };
-}
-
 // ---- a queue's indexes
 
 /** A queue with no messages: one heap per priority (standard), or one heap of group heads (FIFO). */
@@ -271,7 +241,6 @@ export function emptyQueue(
     groups: new Map(),
     leased: new Set(),
     dedup: new Map(),
-    inFlightBound: undefined,
     arrivalOrdered: true,
     lastPublishedAt: Number.NEGATIVE_INFINITY,
   };
@@ -400,26 +369,6 @@ export function scanDepth(queue: QueueState, now: number): QueueDepth {
     corrupt: 0,
     oldestPublishedAt: oldest,
   };
-}
-
-/**
- * The queue's messages in flight, or more. Counting reads every leased message, so a lease counts
- * only when the ceiling could bind, as the SQLite store does: the queue keeps the last count plus what
- * was leased since (leases and hand-offs are the only way in; acks, nacks and ended leases only take
- * messages out, and an extend, which can take an ended lease back, forgets the bound). While that sum
- * leaves room for `max` more, the exact count would too.
- */
-export function inFlightAtMost(queue: QueueState, now: number, max: number, inFlightMax: number): number {
-  const bound = queue.inFlightBound;
-  if (bound !== undefined && bound + max <= inFlightMax) return bound;
-  return countInFlight(queue, now);
-}
-
-/** How many of the queue's messages are leased and not yet visible again. */
-function countInFlight(queue: QueueState, now: number): number {
-  let n = 0;
-  for (const message of queue.leased) if (message.visibleAt > now) n++;
-  return n;
 }
 
 /**
