@@ -20,7 +20,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import type { StoreEvent } from "../store.js";
-import * as sql from "./statements.js";
+import * as sql from "./statements/index.js";
 
 export interface StoreEventsOptions extends pg.ClientConfig {
   schema: string;

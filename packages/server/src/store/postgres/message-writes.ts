@@ -37,7 +37,7 @@ import {
   zeroCounters,
 } from "../../model/queue.js";
 import { type CounterColumns, type MessageRow, toQueueCounters, toStoredMessage } from "../rows.js";
-import * as sql from "./statements.js";
+import * as sql from "./statements/index.js";
 
 /** A queue whose row the transaction has locked, with what its writes need to know. */
 export interface LockedQueue {
@@ -78,7 +78,7 @@ function withNumbers(row: MessageRow): MessageRow {
  * as JSON text, or NULL when there are none. The bodies go as one buffer, one after the other, with
  * their lengths: pg sends a Buffer parameter as it is (binary), where a bytea[] parameter goes as text
  * with each byte in hex, twice the bytes for Hopper to encode and PostgreSQL to parse
- * (statements.ts bodyOf cuts them apart again).
+ * (statements/fragments.ts bodyOf cuts them apart again).
  */
 export function messageColumns(messages: readonly NewMessage[]) {
   const bodies: Buffer[] = [];

@@ -31,7 +31,7 @@ import { type QueueRow, toQueueRecord } from "../rows.js";
 import { channelFor, encodeEvent } from "./events.js";
 import { MessageWrites } from "./message-writes.js";
 import { checkSchemaName, counterShards } from "./schema.js";
-import * as sql from "./statements.js";
+import * as sql from "./statements/index.js";
 
 export interface TransactionalMessage extends MessageBodyInput {
   headers?: Record<string, string>;

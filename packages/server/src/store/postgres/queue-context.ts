@@ -1,0 +1,53 @@
+/**
+ * What the PostgreSQL store's queue files share: the database, the cluster link, the message writes
+ * (message-writes.ts), the random source of lease tokens, and the kind last seen of each queue.
+ */
+import { queueNotFound } from "../../errors.js";
+import { limits } from "../../limits.js";
+import type { QueueKind } from "../../model/queue.js";
+import type { Random } from "../../random.js";
+import type { PostgresClusterLink } from "./cluster-link.js";
+import type { Client, PostgresDatabase } from "./database.js";
+import { type LockedQueue, MessageWrites } from "./message-writes.js";
+
+/** Queue names in one order on every node: the order in which a call locks several queue rows. */
+export function compareNames(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+export class QueueContext {
+  readonly writes: MessageWrites;
+  /**
+   * The kind last seen of each queue name: which one-statement lease to try first, and whether a send
+   * or an ack can be one statement. Only a hint: those statements check the kind themselves, since a
+   * queue may have been deleted and created again as the other kind (on another node, too).
+   */
+  private readonly kindHints = new Map<string, QueueKind>();
+
+  constructor(
+    readonly db: PostgresDatabase,
+    readonly link: PostgresClusterLink,
+    readonly random: Random,
+  ) {
+    this.writes = new MessageWrites(db.schema, () => db.counterShard());
+  }
+
+  /** The kind last seen of `queue`, if any (a hint, kindHints). */
+  kindHint(queue: string): QueueKind | undefined {
+    return this.kindHints.get(queue);
+  }
+
+  hintKind(queue: string, kind: QueueKind): void {
+    // Bounded as the queues are; a full map is dropped whole, since it only saves a retry.
+    if (this.kindHints.size >= limits.queuesMax && !this.kindHints.has(queue)) this.kindHints.clear();
+    this.kindHints.set(queue, kind);
+  }
+
+  /** Locks the queue row against deletion until commit; throws queue_not_found when there is none. */
+  async lockQueueShared(client: Client, name: string): Promise<LockedQueue> {
+    const queue = await this.writes.lockQueue(client, name, "share");
+    if (!queue) throw queueNotFound(name);
+    this.hintKind(name, queue.kind);
+    return queue;
+  }
+}
