@@ -6,14 +6,14 @@
 import type { Database as Db, Statement } from "better-sqlite3";
 import { invariant } from "../../errors.js";
 import { bodyBytes, type MessageState, type StoredMessage } from "../../model/message.js";
-import {
-  type QueueAttributes,
-  type QueueCounters,
-  type QueueDepth,
-  type QueueKind,
-  type QueueRecord,
-  zeroCounters,
+import type {
+  QueueAttributes,
+  QueueCounters,
+  QueueDepth,
+  QueueKind,
+  QueueRecord,
 } from "../../model/queue.js";
+import { zeroCounters } from "../../model/queue.js";
 import type { LeaseWrite, MessageInsert, MessageSlot, QueueRows } from "../embedded/rows.js";
 import {
   type DepthColumns,
