@@ -76,3 +76,93 @@ test("prefetch outside 1–1000 is refused at once", () => {
     assert.throws(() => client.consume("q", () => {}, { prefetch }), RangeError);
   }
 });
+
+/**
+ * A stand-in server that consumes as Hopper does: it answers `consume` and delivers `first`. A server
+ * with `drain` delivers `second` just before its `draining` answer, as one leased before the drain; a
+ * server without it refuses the frame, and delivers `second` once `first` is acked (its credit).
+ */
+async function drainingServer(
+  drains: boolean,
+): Promise<{ url: string; ops: string[]; acked: string[]; close: () => Promise<void> }> {
+  const ops: string[] = [];
+  const acked: string[] = [];
+  const server = new WebSocketServer({ port: 0, host: "127.0.0.1" });
+  const message = (receipt: string) => ({
+    id: receipt,
+    receipt,
+    body: receipt,
+    contentType: "application/json",
+    headers: {},
+    key: null,
+    deliveryCount: 1,
+    publishedAt: "2026-01-01T00:00:00.000Z",
+    firstDeliveredAt: "2026-01-01T00:00:00.000Z",
+  });
+  server.on("connection", (socket) => {
+    const deliver = (receipt: string) =>
+      socket.send(JSON.stringify({ op: "deliver", sub: "1", messages: [message(receipt)] }));
+    socket.on("message", (data) => {
+      const frame = JSON.parse(String(data)) as { op: string; ref: number; receipts?: string[] };
+      ops.push(frame.op);
+      const answer = (body: object) => socket.send(JSON.stringify({ ...body, ref: frame.ref }));
+      if (frame.op === "consume") {
+        answer({ op: "consuming", sub: "1" });
+        deliver("first");
+      } else if (frame.op === "ack") {
+        acked.push(...(frame.receipts ?? []));
+        answer({ op: "acked", results: frame.receipts?.map(() => ({ ok: true })) });
+        if (!drains && frame.receipts?.includes("first")) deliver("second");
+      } else if (frame.op === "drain") {
+        if (drains) {
+          deliver("second");
+          answer({ op: "draining", sub: "1" });
+        } else answer({ op: "error", error: { code: "invalid_request", message: 'Unknown op "drain"' } });
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.once("listening", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    ops,
+    acked,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+for (const drains of [true, false]) {
+  test(`stop() sends drain first; a delivery that comes while stopping runs only if the server drained (${drains ? "it did" : "it refused"})`, async () => {
+    const server = await drainingServer(drains);
+    const client = new HopperClient({ url: server.url });
+    const handled: unknown[] = [];
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const consumer = client.consume(
+      "q",
+      async (message) => {
+        handled.push(message.body);
+        if (message.body === "first") await released;
+      },
+      { onError: () => {} },
+    );
+    try {
+      await until(() => handled.length === 1, "the first delivery");
+      const stopping = consumer.stop();
+      await until(() => server.ops.includes("drain"), "the drain frame");
+      release();
+      await stopping;
+      assert.deepEqual(server.ops.slice(0, 2), ["consume", "drain"], "drain goes before any ack");
+      // What a draining server sent before its answer was leased already: it is run and acked. Without
+      // drain, a delivery that comes while stopping is held unrun, and the close hands it back.
+      const expected = drains ? ["first", "second"] : ["first"];
+      assert.deepEqual(handled, expected);
+      assert.deepEqual(server.acked.sort(), expected);
+    } finally {
+      await consumer.stop();
+      await server.close();
+    }
+  });
+}
