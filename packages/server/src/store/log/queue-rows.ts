@@ -5,13 +5,7 @@
  */
 import { HopperError, invariant } from "../../errors.js";
 import type { MessageState, StoredMessage } from "../../model/message.js";
-import type {
-  QueueAttributes,
-  QueueCounters,
-  QueueDepth,
-  QueueKind,
-  QueueRecord,
-} from "../../model/queue.js";
+import type * as model from "../../model/queue.js";
 import type { LeaseWrite, MessageInsert, MessageSlot, QueueRows } from "../embedded/rows.js";
 import { removeBindingsTo } from "./exchange-rows.js";
 import type { LogState } from "./log-state.js";
@@ -40,7 +34,7 @@ export class LogQueueRows implements QueueRows<QueueState, Message> {
     return this.state.queues.get(name);
   }
 
-  queueRecord(queue: QueueState): QueueRecord {
+  queueRecord(queue: QueueState): model.QueueRecord {
     return toQueueRecord(queue);
   }
 
@@ -51,18 +45,18 @@ export class LogQueueRows implements QueueRows<QueueState, Message> {
     return queues.slice(0, page.limit ?? queues.length);
   }
 
-  queueRecords(page: { after: string; limit: number | undefined }): QueueRecord[] {
+  queueRecords(page: { after: string; limit: number | undefined }): model.QueueRecord[] {
     return this.page(page).map(toQueueRecord);
   }
 
   queuesWithDepth(
     page: { after: string; limit: number | undefined },
     now: number,
-  ): { queue: QueueRecord; depth: QueueDepth }[] {
+  ): { queue: model.QueueRecord; depth: model.QueueDepth }[] {
     return this.page(page).map((queue) => ({ queue: toQueueRecord(queue), depth: scanDepth(queue, now) }));
   }
 
-  queueCounters(queue: QueueState): QueueCounters {
+  queueCounters(queue: QueueState): model.QueueCounters {
     return queue.counters;
   }
 
@@ -70,11 +64,11 @@ export class LogQueueRows implements QueueRows<QueueState, Message> {
     return this.state.queues.size;
   }
 
-  queueInsert(name: string, kind: QueueKind, attributes: QueueAttributes, now: number): void {
+  queueInsert(name: string, kind: model.QueueKind, attributes: model.QueueAttributes, now: number): void {
     this.state.createQueue(name, kind, attributes, now);
   }
 
-  queueSetAttributes(queue: QueueState, attributes: QueueAttributes): void {
+  queueSetAttributes(queue: QueueState, attributes: model.QueueAttributes): void {
     this.state.setAttributes(queue, attributes);
   }
 
@@ -99,7 +93,7 @@ export class LogQueueRows implements QueueRows<QueueState, Message> {
     return this.state.exchanges.has(name);
   }
 
-  countersAdd(queue: QueueState, deltas: Partial<QueueCounters>): void {
+  countersAdd(queue: QueueState, deltas: Partial<model.QueueCounters>): void {
     this.state.addCounters(queue, deltas);
   }
 
@@ -249,7 +243,7 @@ export class LogQueueRows implements QueueRows<QueueState, Message> {
     return exhausted;
   }
 
-  depth(queue: QueueState, now: number): QueueDepth {
+  depth(queue: QueueState, now: number): model.QueueDepth {
     return scanDepth(queue, now);
   }
 
