@@ -69,8 +69,15 @@ export const limits = {
   /** Queues the listing (GET /v1/queues, each /metrics scrape) reads per turn of the event loop, one
    * statement each, so that listing 10,000 queues lets other requests run every few milliseconds. */
   listQueuesPerTurn: 500,
-  /** Concurrent long polls per server: each holds a socket and a timer. */
+  /** Waits per server (long polls, and push consumers' own): each holds a timer, and most a socket. */
   waitersMax: 10_000,
+  /** Waits on one topic (broker/wake.ts; a queue's long polls): an append wakes every waiter of its
+   * topic to look again, so this bounds the looks that one append sets off. */
+  waitersPerTopicMax: 1_000,
+  /** Topic heads that broker/wake.ts remembers, of the topics advanced last, about 100 bytes each:
+   * ten times queuesMax, so that queues never reach it. An older head folds into one floor,
+   * which costs at worst one needless look of a waiter on that topic, never a lost wake-up. */
+  wakeTopicHeadsMax: 100_000,
 } as const;
 
 /** Defaults chosen for safety; SQS's differ where noted in docs/queues.md. */

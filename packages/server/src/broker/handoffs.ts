@@ -1,7 +1,7 @@
 /**
  * Hand-offs: a send leases its messages to a long poll waiting on the queue as it writes them, in its
  * own transaction (store.ts Handoff), instead of waking every long poll of the queue to look, lease
- * and find it. The long poll that has waited longest is claimed (Waiters.claim); the sends of one
+ * and find it. The long poll that has waited longest is claimed (Wakeups.claim, wake.ts); the sends of one
  * event-loop turn into the queue share it up to its `max`, so that a burst reaches it as one batch, as
  * it would through the lease that a wake-up runs after them. A claim settles, with every message
  * leased to it, once the turn is over and each of its sends is done; a send that failed leased nothing.
@@ -16,7 +16,31 @@
 import { limits } from "../limits.js";
 import type { LeasedMessage } from "../model/message.js";
 import type { Handoff } from "../model/policies.js";
-import type { Claim, Waiters } from "./waiters.js";
+import { queueTopic, type Wakeups } from "./wake.js";
+
+/** How a taker of hand-offs takes a send's messages: at most `max`, leased for visibilityTimeoutMs. */
+export interface HandoffTerms {
+  max: number;
+  visibilityTimeoutMs: number;
+}
+
+/** A taker claimed by a send: its terms, and how the send hands it what it leased (or nothing). */
+export interface Claim {
+  terms: HandoffTerms;
+  settle: (leased: LeasedMessage[]) => void;
+}
+
+/**
+ * What a long poll waits with (WaitOptions.claimable): the claim a send may take, and the messages
+ * that send leased to it, once it settles.
+ */
+export function longPollClaim(terms: HandoffTerms): { claim: Claim; handed: Promise<LeasedMessage[]> } {
+  let settle: (leased: LeasedMessage[]) => void = () => {};
+  const handed = new Promise<LeasedMessage[]>((resolve) => {
+    settle = resolve;
+  });
+  return { claim: { terms, settle }, handed };
+}
 
 interface OpenClaim {
   queue: string;
@@ -50,7 +74,8 @@ export class Handoffs {
   private readonly sinks = new Map<string, HandoffSink[]>();
 
   constructor(
-    private readonly waiters: Waiters,
+    /** The queues' wake-ups, whose claimable waiters are long polls. */
+    private readonly wake: Wakeups<Claim>,
     /** Told when a claim settles with messages: their leases end at leaseExpiresAt. */
     private readonly onLeased: (queue: string, leaseExpiresAt: number) => void,
   ) {}
@@ -62,7 +87,7 @@ export class Handoffs {
   take(queue: string, visibleNow: number, now: number): HandoffTicket | undefined {
     let open = this.open.get(queue);
     if (!open || open.room === 0) {
-      const claim = this.waiters.claim(queue) ?? this.claimSink(queue);
+      const claim = this.wake.claim(queueTopic(queue)) ?? this.claimSink(queue);
       if (!claim) return undefined;
       const opened: OpenClaim = {
         queue,
