@@ -239,6 +239,15 @@ export async function heldInServer(server: ServerProcess): Promise<HeldIds> {
       for (const message of (answer.body as { messages: Array<{ id: string }> }).messages)
         ids.add(message.id);
     }
+    // As in heldInStore: the queue's depth says whether the peeks saw every message it holds.
+    const queueAnswer = await call(server, "GET", queuePath(queue));
+    assertOk(queueAnswer, `GET ${queue}`);
+    const { stats } = queueAnswer.body as { stats: { available: number; delayed: number; inFlight: number } };
+    assert.equal(
+      ids.size,
+      stats.available + stats.delayed + stats.inFlight,
+      `the peeks of ${queue} missed messages`,
+    );
     held.set(queue, ids);
   }
   return held;
