@@ -5,7 +5,7 @@
  * event-loop turn into the queue share it up to its `max`, so that a burst reaches it as one batch, as
  * it would through the lease that a wake-up runs after them. A claim settles, with every message
  * leased to it, once the turn is over and each of its sends is done; a send that failed leased nothing.
- * Only what no claim could take wakes the other long polls (QueueBroker.sendCopies).
+ * Only what no claim could take wakes the other long polls (QueueSender.sendCopies, queue-send.ts).
  *
  * Besides the long polls, a queue may have sinks: push consumers with credit beyond their own receive
  * (push-consumer.ts). A sink is claimed only when no long poll waits, and only while its consumer's
