@@ -6,8 +6,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { HopperClient, HopperError } from "@hopper/client";
 import pg from "pg";
-import { TestSocket } from "../protocols/ws/ws-test-client.js";
 import { type RunningServer, startServer } from "../server.js";
+import { TestSocket } from "../testing/ws-test-client.js";
 
 const pgUrl = process.env.HOPPER_TEST_PG_URL;
 

@@ -8,13 +8,13 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
 import { HopperClient, type QueueStats, type QueueSummary } from "@hopper/client";
-import { type Frame, receiptsOf, TestSocket } from "../protocols/ws/ws-test-client.js";
 import {
   createTempDir,
   type ServerProcess,
   startServerProcess,
   type TempDir,
 } from "../testing/server-process.js";
+import { type Frame, receiptsOf, TestSocket } from "../testing/ws-test-client.js";
 
 /** The bound: leases of a closed socket reach a waiting consumer within this. */
 const handBackMsMax = 100;

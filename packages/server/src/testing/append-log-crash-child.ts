@@ -8,7 +8,7 @@
  *   node append-log-crash-child.js <dir>
  */
 import { fileURLToPath } from "node:url";
-import { AppendLog } from "./append-log.js";
+import { AppendLog } from "../store/log/append-log.js";
 
 export const crashRecordBytes = 200;
 /** Small, so that the log rolls several times before it is killed. */

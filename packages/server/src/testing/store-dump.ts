@@ -2,10 +2,10 @@
  * For tests: everything a Store's reads can tell about its state at one instant, to compare two
  * stores, or one store before and after a reopen.
  */
-import type { ExchangeRecord } from "../../model/exchange.js";
-import type { MessageState, StoredMessage } from "../../model/message.js";
-import type { QueueDepth, QueueRecord } from "../../model/queue.js";
-import type { Store } from "../store.js";
+import type { ExchangeRecord } from "../model/exchange.js";
+import type { MessageState, StoredMessage } from "../model/message.js";
+import type { QueueDepth, QueueRecord } from "../model/queue.js";
+import type { Store } from "../store/store.js";
 
 export interface StoreDump {
   queues: { queue: QueueRecord; depth: QueueDepth }[];

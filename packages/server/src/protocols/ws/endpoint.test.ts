@@ -13,8 +13,8 @@ import { FakeClock } from "../../clock.js";
 import { limits } from "../../limits.js";
 import { type RunningServer, startServer } from "../../server.js";
 import { createTempDir } from "../../testing/server-process.js";
+import { receiptsOf, TestSocket } from "../../testing/ws-test-client.js";
 import { consumersPerConnectionMax, pingIntervalMs } from "./connection.js";
-import { receiptsOf, TestSocket } from "./ws-test-client.js";
 
 function json(value: unknown): OutgoingMessage {
   return { body: Buffer.from(JSON.stringify(value)), contentType: "application/json" };

@@ -17,12 +17,12 @@ import { join } from "node:path";
 import { type TestContext, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import * as zlib from "node:zlib";
+import { crashRecord, crashRecordBytes } from "../../testing/append-log-crash-child.js";
 import { AppendLog, type AppendLogIo, type AppendLogOptions, fileIo } from "./append-log.js";
-import { crashRecord, crashRecordBytes } from "./append-log-crash-child.js";
 import { frameHeaderBytes, requireZlibCrc32, type SegmentFile, segmentHeaderBytes } from "./log-format.js";
 import { lockFileName } from "./log-lock.js";
 
-const childPath = fileURLToPath(new URL("./append-log-crash-child.js", import.meta.url));
+const childPath = fileURLToPath(new URL("../../testing/append-log-crash-child.js", import.meta.url));
 
 function tempDir(t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), "hopper-append-log-"));

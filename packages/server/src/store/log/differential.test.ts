@@ -42,11 +42,11 @@ import type { MessageState, NewMessage } from "../../model/message.js";
 import { noSendPolicy, type SendPolicy, sendPolicyOf } from "../../model/policies.js";
 import type { DeadLetterRoute, QueueAttributes, QueueKind } from "../../model/queue.js";
 import { type Random, seededRandom } from "../../random.js";
+import { dumpStore, type StoreDump } from "../../testing/store-dump.js";
 import { attributes as defaultAttributes, t0 } from "../conformance-fixtures.js";
 import { SqliteStore } from "../sqlite/sqlite-store.js";
 import type { QueueSend, Store } from "../store.js";
 import { LogStore } from "./log-store.js";
-import { dumpStore, type StoreDump } from "./store-dump.js";
 
 const seedCount = Number(process.env.HOPPER_DIFF_SEEDS ?? 20);
 const callsPerSeed = 300;

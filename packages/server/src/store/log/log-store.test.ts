@@ -7,12 +7,12 @@ import { HopperError } from "../../errors.js";
 import { noSendPolicy, sendPolicyOf } from "../../model/policies.js";
 import { decodeReceipt } from "../../model/receipts.js";
 import { seededRandom } from "../../random.js";
+import { dumpStore, type StoreDump } from "../../testing/store-dump.js";
 import { exerciseStore } from "../conformance/index.js";
 import { attributes, message, t0 } from "../conformance-fixtures.js";
 import type { Store } from "../store.js";
 import { fileIo } from "./append-log.js";
 import { LogStore } from "./log-store.js";
-import { dumpStore, type StoreDump } from "./store-dump.js";
 
 const dirs: string[] = [];
 function tempDir(): string {
