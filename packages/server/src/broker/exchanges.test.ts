@@ -19,6 +19,7 @@ function json(value: unknown): OutgoingMessage {
 }
 
 describe("exchange broker", () => {
+  // Over 80 lines as a suite only: it groups short tests around one setup, each its own function.
   let clock: FakeClock;
   let store: SqliteStore;
   let queues: QueueBroker;

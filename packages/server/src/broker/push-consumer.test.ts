@@ -17,6 +17,7 @@ import { QueueBroker } from "./queues.js";
 const silent = { info() {}, warn() {}, error() {} };
 
 describe("push consumer", () => {
+  // Over 80 lines as a suite only: it groups short tests around one setup, each its own function.
   let clock: FakeClock;
   let store: SqliteStore;
   let broker: QueueBroker;

@@ -21,6 +21,7 @@ const code = (expected: string) => (error: unknown) =>
   error instanceof HopperError && error.code === expected;
 
 describe("queue policies in the broker", () => {
+  // Over 80 lines as a suite only: it groups short tests around one setup, each its own function.
   let clock: FakeClock;
   let store: SqliteStore;
   let broker: QueueBroker;

@@ -61,6 +61,7 @@ function track<T>(promise: Promise<T>): () => T | undefined {
 }
 
 describe("long polls and wake-ups", () => {
+  // Over 80 lines as a suite only: it groups short tests around one setup, each its own function.
   let clock: FakeClock;
   let store: InterleavingStore;
   let broker: QueueBroker;

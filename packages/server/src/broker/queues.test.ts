@@ -27,6 +27,7 @@ function text(body: string, extra: Partial<OutgoingMessage> = {}): OutgoingMessa
 }
 
 describe("queue broker", () => {
+  // Over 80 lines as a suite only: it groups short tests around one setup, each its own function.
   let clock: FakeClock;
   let store: SqliteStore;
   let broker: QueueBroker;

@@ -22,6 +22,7 @@ function track<T>(promise: Promise<T>): () => T | undefined {
 const roomy: WakeBounds = { waitersMax: 100, waitersPerTopicMax: 100, topicHeadsMax: 100 };
 
 describe("wake-ups", () => {
+  // Over 80 lines as a suite only: it groups short tests around one setup, each its own function.
   test("a wait after a position the head has passed returns at once", async () => {
     const wake = new Wakeups(new FakeClock(), roomy);
     const position = wake.head("t");
@@ -118,6 +119,7 @@ describe("wake-ups", () => {
  * order is run; in each, the reader must have seen the append in its look or be woken by it.
  */
 describe("no lost wake-up", () => {
+  // Over 80 lines as a suite only: it groups short tests around one setup, each its own function.
   type Step = "readHead" | "look" | "register" | "append" | "advance";
   const readerSteps: Step[] = ["readHead", "look", "register"];
   const appenderSteps: Step[] = ["append", "advance"];
