@@ -33,9 +33,10 @@ export interface ReceiveOptions {
   /** At most once: the messages are deleted as they are leased, and lost if the caller fails. */
   autoAck?: boolean;
   /**
-   * The queue's version read before the look of an earlier receive that took fewer than it asked
-   * for, so found the queue drained (receiveLooking answers it). If no notification came since, a
-   * long poll skips its first look, which could only find nothing, and waits at once.
+   * The queue's version (the head of its wake-up topic) read before the look of an earlier receive
+   * that took fewer than it asked for, so found the queue drained (receiveLooking answers it). If the
+   * head has not moved since, a long poll skips its first look, which could only find nothing, and
+   * waits at once.
    */
   drainedAtVersion?: number;
   /** Called each time a look of this long poll finds nothing and it waits on: the queue is drained. */
