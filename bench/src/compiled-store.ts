@@ -26,7 +26,7 @@ export const { seededRandom } = (await import(new URL("random.js", serverDist).h
 
 /** A queue's attributes and a message (`text/plain` unless overridden), as the conformance suite makes them. */
 export const { attributes, message } = (await import(
-  new URL("store/conformance-fixtures.js", serverDist).href
+  new URL("testing/conformance-fixtures.js", serverDist).href
 )) as {
   attributes: object;
   message: (overrides: { body: string; headers: Record<string, string>; publishedAt: number }) => object;

@@ -8,9 +8,9 @@ import { afterEach, beforeEach, test } from "node:test";
 import { FakeClock, settle } from "../clock.js";
 import { noSendPolicy } from "../model/policies.js";
 import { seededRandom } from "../random.js";
-import { message } from "../store/conformance-fixtures.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { StoreEvent } from "../store/store.js";
+import { message } from "../testing/conformance-fixtures.js";
 import { QueueBroker } from "./queues.js";
 
 /** A store whose housekeeping leadership the test decides, and which counts how often it is asked. */

@@ -10,9 +10,9 @@ import { FakeClock, settle } from "../clock.js";
 import { limits } from "../limits.js";
 import { noSendPolicy } from "../model/policies.js";
 import { seededRandom } from "../random.js";
-import { message } from "../store/conformance-fixtures.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { StoreEvent } from "../store/store.js";
+import { message } from "../testing/conformance-fixtures.js";
 import { QueueBroker } from "./queues.js";
 
 const silent = { info() {}, warn() {}, error() {} };

@@ -11,8 +11,8 @@ import { HopperError } from "../../errors.js";
 import type { LeasedMessage } from "../../model/message.js";
 import { noSendPolicy, type SendPolicy } from "../../model/policies.js";
 import { seededRandom } from "../../random.js";
+import { attributes, message, t0 } from "../../testing/conformance-fixtures.js";
 import { dropSchemas, pgSkipReason, pgTestUrl } from "../../testing/pg.js";
-import { attributes, message, t0 } from "../conformance-fixtures.js";
 import type { Store } from "../store.js";
 import { PostgresStore } from "./postgres-store.js";
 

@@ -6,8 +6,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { seededRandom } from "../../random.js";
+import { attributes, t0 } from "../../testing/conformance-fixtures.js";
 import { dropSchemas, pgSkipReason, pgTestUrl, withPgClient } from "../../testing/pg.js";
-import { attributes, t0 } from "../conformance-fixtures.js";
 import { PostgresStore } from "./postgres-store.js";
 import { migrations } from "./schema.js";
 

@@ -6,7 +6,7 @@
 import { after, test } from "node:test";
 import pg from "pg";
 import { seededRandom } from "../../random.js";
-import { exerciseStore } from "../conformance/index.js";
+import { exerciseStore } from "../../testing/store-conformance/index.js";
 import { PostgresStore } from "./postgres-store.js";
 
 const url = process.env.HOPPER_TEST_PG_URL;

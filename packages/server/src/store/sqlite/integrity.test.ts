@@ -9,9 +9,9 @@ import { test } from "node:test";
 import { HopperError } from "../../errors.js";
 import { noSendPolicy } from "../../model/policies.js";
 import { seededRandom } from "../../random.js";
+import { attributes, message, t0 } from "../../testing/conformance-fixtures.js";
 import { overwritePage, pageBytes, replaceBytes } from "../../testing/file-damage.js";
 import { createTempDir } from "../../testing/server-process.js";
-import { attributes, message, t0 } from "../conformance-fixtures.js";
 import { commitCountPath } from "./commit-count.js";
 import { SqliteStore } from "./sqlite-store.js";
 

@@ -7,8 +7,8 @@ import { limits } from "../../limits.js";
 import { noSendPolicy } from "../../model/policies.js";
 import { seededRandom } from "../../random.js";
 import { checkpointed } from "../../testing/checkpoints.js";
-import { exerciseStore } from "../conformance/index.js";
-import { attributes, message, t0 } from "../conformance-fixtures.js";
+import { attributes, message, t0 } from "../../testing/conformance-fixtures.js";
+import { exerciseStore } from "../../testing/store-conformance/index.js";
 import { SqliteStore } from "./sqlite-store.js";
 
 exerciseStore({

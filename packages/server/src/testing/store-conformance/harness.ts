@@ -7,8 +7,8 @@ import { afterEach, beforeEach } from "node:test";
 import type { MessageState, NewMessage } from "../../model/message.js";
 import { noSendPolicy, type SendPolicy } from "../../model/policies.js";
 import { type DeadLetterRoute, depthOf, type QueueAttributes, type QueueKind } from "../../model/queue.js";
+import type { Store } from "../../store/store.js";
 import { attributes, t0 } from "../conformance-fixtures.js";
-import type { Store } from "../store.js";
 
 export interface StoreFactory {
   name: string;

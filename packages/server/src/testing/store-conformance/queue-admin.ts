@@ -1,7 +1,7 @@
 /**
  * The Store contract for a queue's record and its upkeep: create, update, list and delete; peek, purge,
  * retention and the schedule of next events.
- * Part of the Store conformance suite: conformance/index.ts runs it against every store.
+ * Part of the Store conformance suite: store-conformance/index.ts runs it against every store.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";

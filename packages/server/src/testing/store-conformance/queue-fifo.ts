@@ -1,7 +1,7 @@
 /**
  * The Store contract for the order of leases: FIFO groups (one in flight per group, in order) and
  * priorities.
- * Part of the Store conformance suite: conformance/index.ts runs it against every store.
+ * Part of the Store conformance suite: store-conformance/index.ts runs it against every store.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";

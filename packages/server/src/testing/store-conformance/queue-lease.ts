@@ -1,7 +1,7 @@
 /**
  * The Store contract for leases and acks: order, expiry, stale receipts, the in-flight ceiling, extend,
  * and calls that run at once.
- * Part of the Store conformance suite: conformance/index.ts runs it against every store.
+ * Part of the Store conformance suite: store-conformance/index.ts runs it against every store.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";

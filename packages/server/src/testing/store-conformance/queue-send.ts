@@ -1,7 +1,7 @@
 /**
  * The Store contract for sends: depth after a send, and a send that hands off its first messages as
  * leases (the fast path to a waiting consumer).
- * Part of the Store conformance suite: conformance/index.ts runs it against every store.
+ * Part of the Store conformance suite: store-conformance/index.ts runs it against every store.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";

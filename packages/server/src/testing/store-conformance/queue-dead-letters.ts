@@ -1,7 +1,7 @@
 /**
  * The Store contract for nacks and dead letters: retry delays, the last allowed delivery, exhausted
  * candidates and the exhausted sweep, and bodies that keep their bytes on the way.
- * Part of the Store conformance suite: conformance/index.ts runs it against every store.
+ * Part of the Store conformance suite: store-conformance/index.ts runs it against every store.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";

@@ -1,6 +1,6 @@
 /**
  * The Store contract for exchanges and bindings, and for sends and dead letters copied to many queues.
- * Part of the Store conformance suite: conformance/index.ts runs it against every store.
+ * Part of the Store conformance suite: store-conformance/index.ts runs it against every store.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";

@@ -1,7 +1,7 @@
 /**
  * The Store contract for redrive moves: dead letters moved back, in order, counted on both sides.
  *
- * Part of the Store conformance suite: conformance/index.ts runs it against every store.
+ * Part of the Store conformance suite: store-conformance/index.ts runs it against every store.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
