@@ -79,6 +79,15 @@ export class Metrics {
       },
     });
     new Counter({
+      name: "hopper_messages_corrupt_total",
+      help: "Messages withheld from delivery because their body failed its checksum (SQLite), since this process started.",
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(broker.corruptFound);
+      },
+    });
+    new Counter({
       name: "hopper_exchange_unroutable_total",
       help: "Publishes that reached no queue and were not mandatory (never stored), since this process started.",
       labelNames: ["exchange"],
