@@ -66,6 +66,12 @@ export const limits = {
   logCompactRatio: 4,
 
   queuesMax: 10_000,
+  /** Inbox namespaces per server: a namespace is an application's kind of recipient (chat, alerts),
+   * so a few; the bound keeps a runaway client from making one per user. */
+  inboxesMax: 1_000,
+  /** Devices per recipient with a cursor: phones, browsers and desktops of one person, with room for
+   * reinstalls until forgetDeviceAfterMs forgets the old ones. Each cursor is read at every ack. */
+  inboxDevicesPerRecipientMax: 100,
   /** Queues the listing (GET /v1/queues, each /metrics scrape) reads per turn of the event loop, one
    * statement each, so that listing 10,000 queues lets other requests run every few milliseconds. */
   listQueuesPerTurn: 500,
