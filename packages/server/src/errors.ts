@@ -39,7 +39,10 @@ export const errorCatalog = {
   queue_full: { status: 429, message: "The queue holds its maxDepth messages and refuses more." },
   task_not_found: { status: 404, message: "The task does not exist." },
   inbox_not_found: { status: 404, message: "The inbox namespace does not exist." },
-  inbox_gap: { status: 410, message: "Entries after this cursor are no longer retained; resync from oldest." },
+  inbox_gap: {
+    status: 410,
+    message: "Entries after this cursor are no longer retained; resync from oldest.",
+  },
   cursor_beyond_head: { status: 400, message: "The sequence is beyond the recipient's head." },
   too_many_inboxes: { status: 429, message: "The server holds the most inbox namespaces it allows." },
   too_many_devices: { status: 429, message: "The recipient has the most devices allowed." },
@@ -139,6 +142,16 @@ export function deadLetterExchangeNotFound(exchange: string): HopperError {
     `Dead-letter exchange "${exchange}" does not exist.`,
     { exchange },
   );
+}
+
+/** The inbox namespace of that name does not exist. */
+export function inboxNotFound(inbox: string): HopperError {
+  return new HopperError("inbox_not_found", `Inbox namespace "${inbox}" does not exist.`, { inbox });
+}
+
+/** An ack names a sequence beyond the recipient's head: no such entry was ever appended. */
+export function cursorBeyondHead(seq: number, head: number): HopperError {
+  return new HopperError("cursor_beyond_head", `Sequence ${seq} is beyond the head ${head}.`, { seq, head });
 }
 
 /**
