@@ -1,0 +1,133 @@
+/**
+ * The size rules of the restructuring issue: no source file over 600 lines (tests and the conformance
+ * suite included), and no function over 80 lines unless the first line of its body is a comment
+ * starting `// Over 80 lines` that says why. `describe` and `test` callbacks count as functions.
+ */
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { functionSpans } from "./function-spans.js";
+
+/** A source file's lines at most. */
+const fileLinesMax = 600;
+/** A function's lines at most, from its `{` to its `}`, unless its first body line says why. */
+const functionLinesMax = 80;
+const reasonPrefix = "// Over 80 lines";
+
+/** The tree's root, read beside dist (this file runs as packages/server/dist/testing/…). */
+const rootDir = fileURLToPath(new URL("../../../../", import.meta.url));
+const sourceRoots = ["packages/wire/src", "packages/client/src", "packages/server/src", "bench/src"];
+
+/**
+ * Files over a rule that another change is rewriting now, each with the reason it waits. The test
+ * fails once a listed file keeps the rules, so that its entry is removed rather than left to rot.
+ */
+const notYet = "not yet brought within the rules (the restructuring issue's size rules)";
+const pending = new Map<string, string>([
+  ["bench/src/fanout.ts", notYet],
+  ["bench/src/hopper-target.ts", notYet],
+  ["bench/src/latency.ts", notYet],
+  ["bench/src/options.ts", notYet],
+  ["bench/src/report.ts", notYet],
+  ["bench/src/run.ts", notYet],
+  ["bench/src/storage-pattern.ts", notYet],
+  ["packages/client/src/http-transport.test.ts", notYet],
+  ["packages/client/src/queue-features.test.ts", notYet],
+  ["packages/server/src/broker/queue-policies.test.ts", notYet],
+  ["packages/server/src/cli/cli.test.ts", notYet],
+  ["packages/server/src/e2e/bad-input.test.ts", notYet],
+  ["packages/server/src/e2e/cluster.test.ts", notYet],
+  ["packages/server/src/e2e/crash.test.ts", notYet],
+  ["packages/server/src/e2e/fifo.test.ts", notYet],
+  ["packages/server/src/e2e/format-fixtures.test.ts", notYet],
+  ["packages/server/src/e2e/framework-errors.test.ts", notYet],
+  ["packages/server/src/e2e/pg-restart.test.ts", notYet],
+  ["packages/server/src/e2e/push-client.test.ts", notYet],
+  ["packages/server/src/e2e/push.test.ts", notYet],
+  ["packages/server/src/e2e/worker.test.ts", notYet],
+  ["packages/server/src/protocols/http/app.ts", notYet],
+  ["packages/server/src/protocols/http/queue-routes.ts", notYet],
+  ["packages/server/src/protocols/ws/endpoint.test.ts", notYet],
+  ["packages/server/src/store/log/append-log.test.ts", notYet],
+  ["packages/server/src/store/log/append-log.ts", notYet],
+  ["packages/server/src/store/log/differential.test.ts", notYet],
+  ["packages/server/src/store/log/log-recovery.ts", notYet],
+  ["packages/server/src/store/log/log-store.test.ts", notYet],
+  ["packages/server/src/store/postgres/fifo-concurrency.test.ts", notYet],
+  ["packages/server/src/store/postgres/send-in-transaction.test.ts", notYet],
+  ["packages/server/src/testing/server-process.ts", notYet],
+  ["packages/server/src/testing/store-conformance/exchanges.ts", notYet],
+  ["packages/server/src/testing/store-conformance/queue-dead-letters.ts", notYet],
+  ["packages/server/src/testing/store-conformance/queue-fifo.ts", notYet],
+  ["packages/server/src/testing/store-conformance/queue-lease.ts", notYet],
+  ["packages/server/src/testing/store-conformance/queue-policies.ts", notYet],
+  ["packages/server/src/testing/store-conformance/queue-redrive.ts", notYet],
+  ["packages/server/src/testing/store-conformance/queue-send.ts", notYet],
+]);
+
+function typeScriptFiles(): string[] {
+  return sourceRoots.flatMap((root) =>
+    readdirSync(join(rootDir, root), { withFileTypes: true, recursive: true })
+      .filter((entry) => entry.isFile() && entry.name.endsWith(".ts") && !entry.name.endsWith(".d.ts"))
+      .map((entry) => relative(rootDir, join(entry.parentPath, entry.name))),
+  );
+}
+
+/** What a file breaks of the size rules, one line each ("" for nothing). */
+function offences(path: string, text: string): string[] {
+  const found: string[] = [];
+  const lineCount = text.endsWith("\n") ? text.split("\n").length - 1 : text.split("\n").length;
+  if (lineCount > fileLinesMax) found.push(`${path}: ${lineCount} lines (at most ${fileLinesMax})`);
+  for (const span of functionSpans(text)) {
+    const lines = span.closeLine - span.openLine + 1;
+    if (lines > functionLinesMax && !span.firstBodyLine.startsWith(reasonPrefix)) {
+      found.push(`${path}:${span.openLine}: a function of ${lines} lines with no "${reasonPrefix}" reason`);
+    }
+  }
+  return found;
+}
+
+describe("size rules", () => {
+  test("no file over 600 lines, no function over 80 lines without a reason", () => {
+    const files = typeScriptFiles();
+    assert.ok(files.length > 100, `only ${files.length} files found under ${rootDir}`);
+    const broken = files.flatMap((path) =>
+      pending.has(path) ? [] : offences(path, readFileSync(join(rootDir, path), "utf8")),
+    );
+    assert.deepEqual(broken, []);
+  });
+
+  test("every pending file still breaks a rule", () => {
+    const kept = [...pending.keys()].filter(
+      (path) => offences(path, readFileSync(join(rootDir, path), "utf8")).length === 0,
+    );
+    assert.deepEqual(kept, [], "these files keep the rules now: remove them from `pending`");
+  });
+
+  test("the scanner finds functions, and not statements, objects or classes", () => {
+    const body = (first: string) => [first, ...Array.from({ length: 80 }, () => "  x++;")].join("\n");
+    // A string, a template literal with code in it, and a comment opener, none of which is code.
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the text is code to scan, a template in it.
+    const tricky = '  const s = "{ \\"" + ' + '`{ ${ { a: "}" }.a } /*`' + " + '}'; // {";
+    const text = [
+      `export function long(a: number): { b: string } {\n${body("  a++;")}\n}`,
+      `class C extends D {\n  method(): Map<string, number> {\n${body("  // Over 80 lines: a test.")}\n  }\n}`,
+      `describe("s", () => {\n${body(tricky)}\n});`,
+      `if (x) {\n${body("")}\n}`,
+      `const o = {\n${body("")}\n};`,
+      "const re = /[{]/;",
+    ].join("\n");
+    const spans = functionSpans(text).map((span) => [span.openLine, span.closeLine - span.openLine + 1]);
+    assert.deepEqual(spans, [
+      [1, 83],
+      [85, 83],
+      [169, 83],
+    ]);
+    assert.deepEqual(
+      offences("f.ts", text).map((line) => line.split(":")[1]),
+      ["1", "169"],
+    );
+  });
+});
