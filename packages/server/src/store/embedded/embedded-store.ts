@@ -5,12 +5,16 @@
  * store, so its cluster link is trivial: no events, always the leader, no one to tell.
  */
 import type { BindingDestination, ExchangeRecord, ExchangeType } from "../../model/exchange.js";
+import type { InboxRecord, RecipientState } from "../../model/inbox.js";
 import type { LeasedMessage, MessageState, ReceiptResult, StoredMessage } from "../../model/message.js";
 import type { QueueAttributes, QueueDepth, QueueKind, QueueRecord } from "../../model/queue.js";
 import type { Random } from "../../random.js";
+import type { InboxStore } from "../inbox-store.js";
 import type { QueueStore } from "../queue-store.js";
 import type { Applied, QueueListPage, QueueSend, SendOutcome, Store, StoreEvent } from "../store.js";
 import { EmbeddedExchanges } from "./exchanges.js";
+import type { InboxRows, InboxSlot } from "./inbox-rows.js";
+import { EmbeddedInboxes } from "./inboxes.js";
 import { EmbeddedQueues, type LeaseOutcome } from "./queues.js";
 import type { ExchangeRows, ExchangeSlot, MessageSlot, QueueRows, QueueSlot } from "./rows.js";
 
@@ -31,23 +35,31 @@ type MoveParams = Parameters<QueueStore["queueMove"]>[0];
 type MoveResult = Awaited<ReturnType<QueueStore["queueMove"]>>;
 type DeadLetterExhaustedParams = Parameters<QueueStore["queueDeadLetterExhausted"]>[0];
 
-export abstract class EmbeddedStore<Q extends QueueSlot, M extends MessageSlot, X extends ExchangeSlot>
-  implements Store
+export abstract class EmbeddedStore<
+  Q extends QueueSlot,
+  M extends MessageSlot,
+  X extends ExchangeSlot,
+  N extends InboxSlot,
+> implements Store
 {
   /** One writer: writes commit in the order they are called. */
   readonly commitsInCallOrder = true;
   private readonly queues: EmbeddedQueues<Q, M>;
   private readonly exchanges: EmbeddedExchanges<X>;
+  private readonly inboxes: EmbeddedInboxes<N>;
 
   protected constructor(
-    private readonly queueRows: QueueRows<Q, M>,
-    exchangeRows: ExchangeRows<X>,
+    rows: { queues: QueueRows<Q, M>; exchanges: ExchangeRows<X>; inboxes: InboxRows<N> },
     private readonly runner: EmbeddedRunner,
     random: Random,
   ) {
-    this.queues = new EmbeddedQueues(queueRows, random);
-    this.exchanges = new EmbeddedExchanges(exchangeRows);
+    this.queueRows = rows.queues;
+    this.queues = new EmbeddedQueues(rows.queues, random);
+    this.exchanges = new EmbeddedExchanges(rows.exchanges);
+    this.inboxes = new EmbeddedInboxes(rows.inboxes);
   }
+
+  private readonly queueRows: QueueRows<Q, M>;
 
   abstract ping(): Promise<void>;
   abstract close(): Promise<void>;
@@ -252,5 +264,53 @@ export abstract class EmbeddedStore<Q extends QueueSlot, M extends MessageSlot, 
     deleted: boolean;
   }> {
     return this.runner.write(() => this.exchanges.unbind(params));
+  }
+
+  // ---- inboxes
+
+  inboxUpsert(params: Parameters<InboxStore["inboxUpsert"]>[0]): ReturnType<InboxStore["inboxUpsert"]> {
+    return this.runner.write(() => this.inboxes.upsert(params));
+  }
+
+  inboxGet(params: { name: string }): Promise<InboxRecord | undefined> {
+    return this.runner.read(() => this.inboxes.get(params.name));
+  }
+
+  inboxList(): Promise<InboxRecord[]> {
+    return this.runner.read(() => this.inboxes.list());
+  }
+
+  inboxDelete(params: { name: string }): Promise<{ removed: number }> {
+    return this.runner.write(() => this.inboxes.delete(params.name));
+  }
+
+  inboxAppend(params: Parameters<InboxStore["inboxAppend"]>[0]): ReturnType<InboxStore["inboxAppend"]> {
+    return this.runner.write(() => this.inboxes.append(params), { weight: params.recipients.length });
+  }
+
+  inboxRead(params: Parameters<InboxStore["inboxRead"]>[0]): ReturnType<InboxStore["inboxRead"]> {
+    return this.runner.read(() => this.inboxes.read(params));
+  }
+
+  inboxAck(params: Parameters<InboxStore["inboxAck"]>[0]): ReturnType<InboxStore["inboxAck"]> {
+    return this.runner.write(() => this.inboxes.ack(params));
+  }
+
+  async inboxDeviceSeen(params: Parameters<InboxStore["inboxDeviceSeen"]>[0]): Promise<void> {
+    await this.runner.write(() => this.inboxes.deviceSeen(params));
+  }
+
+  inboxDeviceDelete(
+    params: Parameters<InboxStore["inboxDeviceDelete"]>[0],
+  ): ReturnType<InboxStore["inboxDeviceDelete"]> {
+    return this.runner.write(() => this.inboxes.deviceDelete(params));
+  }
+
+  inboxRecipientGet(params: { name: string; recipient: string }): Promise<RecipientState> {
+    return this.runner.read(() => this.inboxes.recipientState(params.name, params.recipient));
+  }
+
+  inboxSweep(params: Parameters<InboxStore["inboxSweep"]>[0]): ReturnType<InboxStore["inboxSweep"]> {
+    return this.runner.write(() => this.inboxes.sweep(params), { weight: params.max });
   }
 }

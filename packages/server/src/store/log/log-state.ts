@@ -14,6 +14,7 @@ import type { BindingDestination, ExchangeType } from "../../model/exchange.js";
 import type { NewMessage } from "../../model/message.js";
 import type { QueueAttributes, QueueCounters, QueueKind } from "../../model/queue.js";
 import type { Commits } from "./commits.js";
+import { LogInboxState } from "./inbox-state.js";
 import {
   bindingKey,
   dedupBytes,
@@ -43,7 +44,14 @@ export class LogState {
   /** About what a snapshot of the state would write: what compaction weighs the log against. */
   liveBytes = 0;
 
-  constructor(private readonly commits: Commits) {}
+  /** The inboxes, held beside the queues; what they hold counts in liveBytes. */
+  readonly inboxes: LogInboxState;
+
+  constructor(private readonly commits: Commits) {
+    this.inboxes = new LogInboxState(commits, (bytes) => {
+      this.liveBytes += bytes;
+    });
+  }
 
   /** Applies one change read from the log. */
   apply(change: Change): void {
@@ -93,6 +101,9 @@ export class LogState {
         break;
       case changeType.seqFloor:
         this.lastSeq = Math.max(this.lastSeq, change.seq);
+        break;
+      case changeType.inbox:
+        this.inboxes.apply(change.change);
         break;
     }
   }
@@ -147,6 +158,7 @@ export class LogState {
       }
       cut();
     }
+    this.inboxes.snapshot(writer, cut);
     // In seq order, so that each FIFO group is rebuilt in its order.
     for (const message of [...this.bySeq.values()].sort((a, b) => a.seq - b.seq)) {
       writer.insert(insertHeadOf(message), message.body);

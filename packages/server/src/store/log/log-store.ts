@@ -16,6 +16,8 @@ import type { Durability } from "../store.js";
 import { AppendLog, type AppendLogOptions } from "./append-log.js";
 import { Commits } from "./commits.js";
 import { LogExchangeRows } from "./exchange-rows.js";
+import { LogInboxRows } from "./inbox-rows.js";
+import type { InboxState } from "./inbox-state.js";
 import type { RecoveryOutcome } from "./log-recovery.js";
 import { LogState } from "./log-state.js";
 import { LogQueueRows } from "./queue-rows.js";
@@ -42,7 +44,7 @@ export interface LogStoreDiskOptions {
   weakenedRecoveryForTests?: AppendLogOptions["weakenedRecoveryForTests"];
 }
 
-export class LogStore extends EmbeddedStore<QueueState, Message, ExchangeState> {
+export class LogStore extends EmbeddedStore<QueueState, Message, ExchangeState, InboxState> {
   private log: AppendLog | undefined;
   private readonly commits: Commits;
   private readonly state: LogState;
@@ -64,9 +66,16 @@ export class LogStore extends EmbeddedStore<QueueState, Message, ExchangeState> 
       () => state.lastSeq,
     );
     const state = new LogState(commits);
+    const queueRows = new LogQueueRows(state, options.bytesMax ?? limits.logStoreBytesMax);
     super(
-      new LogQueueRows(state, options.bytesMax ?? limits.logStoreBytesMax),
-      new LogExchangeRows(state),
+      {
+        queues: queueRows,
+        exchanges: new LogExchangeRows(state),
+        inboxes: new LogInboxRows(state.inboxes, {
+          mark: () => queueRows.capacityMark(),
+          check: (mark) => queueRows.capacityCheck(mark),
+        }),
+      },
       {
         write: (apply, write) => commits.run(apply, write?.applied),
         // A lease answers once the messages it hands out are durable, not waiting for its own record:

@@ -15,6 +15,7 @@
 import type { BindingDestination, ExchangeType } from "../../model/exchange.js";
 import type { NewMessage } from "../../model/message.js";
 import type { QueueAttributes, QueueCounters, QueueKind } from "../../model/queue.js";
+import type { InboxChange } from "./inbox-state.js";
 
 export const changeType = {
   queueCreate: 1,
@@ -32,6 +33,8 @@ export const changeType = {
   bindingPut: 13,
   bindingDelete: 14,
   seqFloor: 15,
+  /** Every change of the inboxes (inbox-state.ts InboxChange), JSON. */
+  inbox: 16,
 } as const;
 
 /** A message's fields as its insert carries them, all but the body: a new message's, placed and leased. */
@@ -71,7 +74,8 @@ export type JsonChange =
   | { type: T["exchangeAlternate"]; name: string; alternate: string | null }
   | { type: T["exchangeDrop"]; name: string }
   | { type: T["bindingPut"]; exchange: string; destination: BindingDestination; pattern: string }
-  | { type: T["bindingDelete"]; exchange: string; destination: BindingDestination; pattern: string };
+  | { type: T["bindingDelete"]; exchange: string; destination: BindingDestination; pattern: string }
+  | { type: T["inbox"]; change: InboxChange };
 
 export type Change =
   | JsonChange
@@ -282,7 +286,7 @@ function readChange(type: number, fields: Buffer): Change {
     case changeType.seqFloor:
       return { type, seq: reader.f64() };
     default:
-      if (type < changeType.queueCreate || type > changeType.bindingDelete) {
+      if (type !== changeType.inbox && (type < changeType.queueCreate || type > changeType.bindingDelete)) {
         throw new Error(`a log change of unknown type ${type}`);
       }
       return { type, ...JSON.parse(fields.toString("utf8")) } as Change;

@@ -130,4 +130,68 @@ export const migrations: readonly string[] = [
   ) STRICT;
   INSERT INTO commit_count (id, commits) VALUES (1, 0);
   `,
+  `
+  -- Inboxes (store/embedded/inboxes.ts): a namespace, its recipients' logs, each append's body once,
+  -- device cursors, and the message ids remembered for duplicates. A recipient's retained entries are
+  -- the contiguous range [oldest, head] (the engine's invariant), so its oldest is MIN(seq).
+  CREATE TABLE inboxes (
+    inbox_id          INTEGER PRIMARY KEY,
+    name              TEXT NOT NULL UNIQUE,
+    attributes        TEXT NOT NULL,
+    epoch             TEXT NOT NULL,
+    created_at        INTEGER NOT NULL,
+    appended          INTEGER NOT NULL DEFAULT 0,
+    duplicates        INTEGER NOT NULL DEFAULT 0,
+    skipped           INTEGER NOT NULL DEFAULT 0,
+    acked             INTEGER NOT NULL DEFAULT 0,
+    expired           INTEGER NOT NULL DEFAULT 0,
+    overflowed        INTEGER NOT NULL DEFAULT 0,
+    devices_forgotten INTEGER NOT NULL DEFAULT 0
+  ) STRICT;
+  CREATE TABLE inbox_recipients (
+    inbox_id      INTEGER NOT NULL REFERENCES inboxes ON DELETE CASCADE,
+    recipient     TEXT NOT NULL,
+    head          INTEGER NOT NULL,
+    skipped_after INTEGER,
+    PRIMARY KEY (inbox_id, recipient)
+  ) STRICT, WITHOUT ROWID;
+  -- body_crc: the CRC-32 of body, checked when an entry is read (SQLite keeps no page checksums).
+  CREATE TABLE inbox_bodies (
+    body_id      INTEGER PRIMARY KEY,
+    inbox_id     INTEGER NOT NULL REFERENCES inboxes ON DELETE CASCADE,
+    message_id   TEXT NOT NULL,
+    body         BLOB NOT NULL,
+    body_crc     INTEGER NOT NULL,
+    content_type TEXT NOT NULL,
+    headers      TEXT
+  ) STRICT;
+  CREATE TABLE inbox_entries (
+    inbox_id    INTEGER NOT NULL REFERENCES inboxes ON DELETE CASCADE,
+    recipient   TEXT NOT NULL,
+    seq         INTEGER NOT NULL,
+    body_id     INTEGER NOT NULL,
+    appended_at INTEGER NOT NULL,
+    PRIMARY KEY (inbox_id, recipient, seq)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX inbox_entries_by_body ON inbox_entries (body_id);
+  CREATE INDEX inbox_entries_by_age ON inbox_entries (inbox_id, appended_at);
+  CREATE TABLE inbox_devices (
+    inbox_id     INTEGER NOT NULL REFERENCES inboxes ON DELETE CASCADE,
+    recipient    TEXT NOT NULL,
+    device       TEXT NOT NULL,
+    cursor       INTEGER NOT NULL,
+    last_seen_at INTEGER NOT NULL,
+    PRIMARY KEY (inbox_id, recipient, device)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX inbox_devices_by_seen ON inbox_devices (inbox_id, last_seen_at);
+  CREATE TABLE inbox_ids (
+    inbox_id   INTEGER NOT NULL REFERENCES inboxes ON DELETE CASCADE,
+    recipient  TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (inbox_id, recipient, message_id)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX inbox_ids_by_expiry ON inbox_ids (inbox_id, expires_at);
+  `,
 ];

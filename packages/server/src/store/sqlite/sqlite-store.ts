@@ -15,6 +15,7 @@ import { Checkpointer, type CheckpointerStats } from "./checkpointer.js";
 import { CommitCounter, commitCountPath } from "./commit-count.js";
 import { type ExchangeRow, SqliteExchangeRows } from "./exchange-rows.js";
 import { GroupCommit } from "./group-commit.js";
+import { type SqliteInbox, SqliteInboxRows } from "./inbox-rows.js";
 import { checkDatabaseFiles } from "./integrity.js";
 import { type QueueRef, type SqliteMessageRow, SqliteQueueRows, Statements } from "./queue-rows.js";
 import { migrations } from "./schema.js";
@@ -82,7 +83,7 @@ function migrate(db: Db): void {
   });
 }
 
-export class SqliteStore extends EmbeddedStore<QueueRef, SqliteMessageRow, ExchangeRow> {
+export class SqliteStore extends EmbeddedStore<QueueRef, SqliteMessageRow, ExchangeRow, SqliteInbox> {
   private readonly db: Db;
   /** One connection, one group commit: writes run and commit in the order they were called. */
   private readonly writes: GroupCommit;
@@ -95,8 +96,11 @@ export class SqliteStore extends EmbeddedStore<QueueRef, SqliteMessageRow, Excha
     const statements = new Statements(opened.db);
     const { writes } = opened;
     super(
-      new SqliteQueueRows(statements),
-      new SqliteExchangeRows(statements),
+      {
+        queues: new SqliteQueueRows(statements),
+        exchanges: new SqliteExchangeRows(statements),
+        inboxes: new SqliteInboxRows(statements),
+      },
       {
         write: (apply, write) => writes.run(apply, write?.weight),
         lease: (apply, lease) => writes.run(apply, lease.weight),

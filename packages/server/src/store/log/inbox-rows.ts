@@ -1,0 +1,193 @@
+/**
+ * The log store's inbox rows (embedded/inbox-rows.ts): the inboxes in memory (inbox-state.ts),
+ * changed only through its primitives. What the rows mean is in the engine (embedded/inboxes.ts).
+ */
+import type {
+  DeviceCursor,
+  InboxAttributes,
+  InboxCounters,
+  InboxEntry,
+  InboxMessage,
+  InboxRecord,
+} from "../../model/inbox.js";
+import type { EntryInsert, InboxRows, RecipientRow } from "../embedded/inbox-rows.js";
+import { type HeldEntry, type InboxState, idKey, type LogInboxState } from "./inbox-state.js";
+import { compareText } from "./queue-state.js";
+
+export class LogInboxRows implements InboxRows<InboxState> {
+  constructor(
+    private readonly state: LogInboxState,
+    /** What the store holds now, and its bound (the queue rows' capacity check). */
+    private readonly capacity: { mark(): number; check(mark: number): void },
+  ) {}
+
+  inbox(name: string): InboxState | undefined {
+    return this.state.inboxes.get(name);
+  }
+
+  inboxRecord(inbox: InboxState): InboxRecord {
+    let entries = 0;
+    for (const log of inbox.recipients.values()) entries += log.entries.length;
+    return {
+      name: inbox.name,
+      attributes: inbox.attributes,
+      epoch: inbox.epoch,
+      createdAt: inbox.createdAt,
+      counters: { ...inbox.counters },
+      entries,
+      recipients: inbox.recipients.size,
+    };
+  }
+
+  inboxRecords(): InboxRecord[] {
+    return [...this.state.inboxes.values()]
+      .sort((a, b) => compareText(a.name, b.name))
+      .map((inbox) => this.inboxRecord(inbox));
+  }
+
+  inboxCount(): number {
+    return this.state.inboxes.size;
+  }
+
+  inboxInsert(name: string, attributes: InboxAttributes, epoch: string, now: number): void {
+    this.state.create(name, attributes, epoch, now);
+  }
+
+  inboxSetAttributes(inbox: InboxState, attributes: InboxAttributes): void {
+    this.state.setAttributes(inbox, attributes);
+  }
+
+  inboxRemove(inbox: InboxState): number {
+    const { entries } = this.inboxRecord(inbox);
+    this.state.drop(inbox);
+    return entries;
+  }
+
+  countersAdd(inbox: InboxState, deltas: Partial<InboxCounters>): void {
+    if (Object.values(deltas).some((delta) => delta !== 0)) this.state.addCounters(inbox, deltas);
+  }
+
+  recipient(inbox: InboxState, recipient: string): RecipientRow | undefined {
+    const log = inbox.recipients.get(recipient);
+    return log && { head: log.head, skippedAfter: log.skippedAfter };
+  }
+
+  recipientPut(inbox: InboxState, recipient: string, row: RecipientRow): void {
+    this.state.putRecipient(inbox, recipient, row);
+  }
+
+  oldestSeq(inbox: InboxState, recipient: string): number | undefined {
+    return inbox.recipients.get(recipient)?.entries[0]?.seq;
+  }
+
+  depth(inbox: InboxState, recipient: string): number {
+    return inbox.recipients.get(recipient)?.entries.length ?? 0;
+  }
+
+  idLookup(inbox: InboxState, recipient: string, messageId: string, now: number): number | undefined {
+    const remembered = inbox.ids.get(idKey(recipient, messageId));
+    return remembered && remembered.expiresAt > now ? remembered.seq : undefined;
+  }
+
+  idRemember(inbox: InboxState, recipient: string, messageId: string, seq: number, expiresAt: number): void {
+    this.state.rememberId(inbox, recipient, messageId, seq, expiresAt);
+  }
+
+  idsForget(inbox: InboxState, now: number, max: number): number {
+    const expired: string[] = [];
+    for (const [key, { expiresAt }] of inbox.ids) {
+      if (expired.length >= max) break;
+      if (expiresAt <= now) expired.push(key);
+    }
+    for (const key of expired) {
+      const [recipient, messageId] = key.split("\u0000") as [string, string];
+      this.state.forgetId(inbox, recipient, messageId);
+    }
+    return expired.length;
+  }
+
+  bodyInsert(inbox: InboxState, message: InboxMessage): number {
+    return this.state.putBody(inbox, message);
+  }
+
+  entriesInsert(inbox: InboxState, entries: readonly EntryInsert[]): void {
+    this.state.insertEntries(inbox, entries);
+  }
+
+  entriesRead(inbox: InboxState, recipient: string, after: number, limit: number): InboxEntry[] {
+    const log = inbox.recipients.get(recipient);
+    if (!log || log.entries.length === 0) return [];
+    // The entries are [oldest, head] in order: the first after the cursor is found by its distance.
+    const start = Math.max(0, after + 1 - (log.entries[0] as HeldEntry).seq);
+    return log.entries.slice(start, start + limit).map((entry) => {
+      const { message } = inbox.bodies.get(entry.bodyId) as { message: InboxMessage };
+      return {
+        seq: entry.seq,
+        id: message.id,
+        body: message.body,
+        contentType: message.contentType,
+        headers: message.headers,
+        appendedAt: entry.appendedAt,
+      };
+    });
+  }
+
+  entriesTrimThrough(inbox: InboxState, recipient: string, seq: number): number {
+    return this.state.trimThrough(inbox, recipient, seq);
+  }
+
+  /** A scan of the namespace's recipients (docs/log-store.md "Costs"). */
+  entriesExpire(inbox: InboxState, appendedBefore: number, max: number): number {
+    let expired = 0;
+    for (const [recipient, log] of inbox.recipients) {
+      if (expired >= max) break;
+      let through: number | undefined;
+      let count = 0;
+      for (const entry of log.entries) {
+        if (entry.appendedAt > appendedBefore || expired + count >= max) break;
+        through = entry.seq;
+        count++;
+      }
+      if (through !== undefined) expired += this.state.trimThrough(inbox, recipient, through);
+    }
+    return expired;
+  }
+
+  devices(inbox: InboxState, recipient: string): DeviceCursor[] {
+    const devices = inbox.recipients.get(recipient)?.devices;
+    return devices
+      ? [...devices.values()].sort((a, b) => compareText(a.device, b.device)).map((d) => ({ ...d }))
+      : [];
+  }
+
+  devicePut(inbox: InboxState, recipient: string, device: DeviceCursor): void {
+    this.state.putDevice(inbox, recipient, device);
+  }
+
+  deviceRemove(inbox: InboxState, recipient: string, device: string): boolean {
+    return this.state.forgetDevice(inbox, recipient, device);
+  }
+
+  devicesUnseen(
+    inbox: InboxState,
+    seenBefore: number,
+    max: number,
+  ): Array<{ recipient: string; device: string }> {
+    const unseen: Array<{ recipient: string; device: string }> = [];
+    for (const [recipient, log] of inbox.recipients) {
+      for (const device of log.devices.values()) {
+        if (unseen.length >= max) return unseen;
+        if (device.lastSeenAt <= seenBefore) unseen.push({ recipient, device: device.device });
+      }
+    }
+    return unseen;
+  }
+
+  capacityMark(): number {
+    return this.capacity.mark();
+  }
+
+  capacityCheck(mark: number): void {
+    this.capacity.check(mark);
+  }
+}

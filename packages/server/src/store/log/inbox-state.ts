@@ -1,0 +1,411 @@
+/**
+ * The log store's inboxes in memory: every namespace, recipient log, body, cursor and remembered id,
+ * changed only through the primitives below, each of which records its inverse (a call that throws is
+ * undone) and its change (one JSON change of type `inbox` in the call's log record, records.ts), and
+ * which replaying the log calls again. A body is held once per append, with the number of entries that
+ * name it, and goes when the last of them is trimmed.
+ *
+ * Bodies are held in memory here, counted against the store's bound (logStoreBytesMax, store_full):
+ * DESIGN.md §9 wants them left in the segment files and read back from disk, which this does not do
+ * yet (docs/log-store.md says so).
+ */
+import { invariant } from "../../errors.js";
+import {
+  type DeviceCursor,
+  type InboxAttributes,
+  type InboxCounters,
+  type InboxMessage,
+  zeroInboxCounters,
+} from "../../model/inbox.js";
+import type { EntryInsert, RecipientRow } from "../embedded/inbox-rows.js";
+import type { Commits } from "./commits.js";
+import { changeType, type RecordWriter } from "./records.js";
+
+/** What an entry, a device or a remembered id holds besides its strings, about. */
+const inboxItemOverheadBytes = 96;
+
+export interface StoredBody {
+  readonly message: InboxMessage;
+  refs: number;
+}
+
+export interface HeldEntry {
+  readonly seq: number;
+  readonly bodyId: number;
+  readonly appendedAt: number;
+}
+
+export interface RecipientLog {
+  head: number;
+  skippedAfter: number | null;
+  /** The retained entries, [oldest, head] in order (embedded/inboxes.ts). */
+  entries: HeldEntry[];
+  readonly devices: Map<string, DeviceCursor>;
+}
+
+export interface InboxState {
+  readonly name: string;
+  attributes: InboxAttributes;
+  readonly epoch: string;
+  readonly createdAt: number;
+  readonly counters: InboxCounters;
+  readonly recipients: Map<string, RecipientLog>;
+  readonly bodies: Map<number, StoredBody>;
+  nextBodyId: number;
+  /** By idKey(recipient, messageId). */
+  readonly ids: Map<string, { seq: number; expiresAt: number }>;
+}
+
+/** One change of the inbox state, as the log records it. */
+export type InboxChange =
+  | { op: "create"; name: string; attributes: InboxAttributes; epoch: string; createdAt: number }
+  | { op: "attributes"; name: string; attributes: InboxAttributes }
+  | { op: "drop"; name: string }
+  | { op: "counters"; name: string; deltas: Partial<InboxCounters> }
+  | { op: "recipient"; name: string; recipient: string; head: number; skippedAfter: number | null }
+  | { op: "id"; name: string; recipient: string; messageId: string; seq: number; expiresAt: number }
+  | { op: "idForget"; name: string; recipient: string; messageId: string }
+  | {
+      op: "body";
+      name: string;
+      bodyId: number;
+      id: string;
+      bodyBase64: string;
+      text: boolean;
+      contentType: string;
+      headers: Record<string, string>;
+    }
+  | { op: "entries"; name: string; entries: EntryInsert[] }
+  | { op: "trim"; name: string; recipient: string; seq: number }
+  | { op: "device"; name: string; recipient: string; device: DeviceCursor }
+  | { op: "deviceForget"; name: string; recipient: string; device: string };
+
+export function idKey(recipient: string, messageId: string): string {
+  return `${recipient}\u0000${messageId}`;
+}
+
+function bodyBytesOf(body: Buffer | string): number {
+  return typeof body === "string" ? Buffer.byteLength(body) : body.length;
+}
+
+export class LogInboxState {
+  readonly inboxes = new Map<string, InboxState>();
+
+  constructor(
+    private readonly commits: Commits,
+    /** Adds to (or, negative, takes from) what the store holds: its memory bound and compaction. */
+    private readonly hold: (bytes: number) => void,
+  ) {}
+
+  private record(change: InboxChange, undo: () => void): void {
+    this.commits.changed(undo, (writer) => writer.json({ type: changeType.inbox, change }));
+  }
+
+  /** Applies one change read from the log, through the same primitives. */
+  apply(change: InboxChange): void {
+    if (change.op === "create") {
+      this.create(change.name, change.attributes, change.epoch, change.createdAt);
+      return;
+    }
+    const inbox = this.inboxes.get(change.name);
+    invariant(inbox, `the log names inbox "${change.name}" before creating it`);
+    switch (change.op) {
+      case "attributes":
+        this.setAttributes(inbox, change.attributes);
+        return;
+      case "drop":
+        this.drop(inbox);
+        return;
+      case "counters":
+        this.addCounters(inbox, change.deltas);
+        return;
+      case "recipient":
+        this.putRecipient(inbox, change.recipient, change);
+        return;
+      case "id":
+        this.rememberId(inbox, change.recipient, change.messageId, change.seq, change.expiresAt);
+        return;
+      case "idForget":
+        this.forgetId(inbox, change.recipient, change.messageId);
+        return;
+      case "body": {
+        const bytes = Buffer.from(change.bodyBase64, "base64");
+        const body = change.text ? bytes.toString("utf8") : bytes;
+        const message = { id: change.id, body, contentType: change.contentType, headers: change.headers };
+        this.putBody(inbox, message, change.bodyId);
+        return;
+      }
+      case "entries":
+        this.insertEntries(inbox, change.entries);
+        return;
+      case "trim":
+        this.trimThrough(inbox, change.recipient, change.seq);
+        return;
+      case "device":
+        this.putDevice(inbox, change.recipient, change.device);
+        return;
+      case "deviceForget":
+        this.forgetDevice(inbox, change.recipient, change.device);
+        return;
+    }
+  }
+
+  /** The state as changes, for a snapshot: each namespace whole, then the next. */
+  snapshot(writer: RecordWriter, cut: () => void): void {
+    const emit = (change: InboxChange) => writer.json({ type: changeType.inbox, change });
+    for (const inbox of this.inboxes.values()) {
+      const { name, attributes, epoch, createdAt } = inbox;
+      emit({ op: "create", name, attributes, epoch, createdAt });
+      emit({ op: "counters", name, deltas: { ...inbox.counters } });
+      for (const [bodyId, { message }] of inbox.bodies) {
+        emit(bodyChange(name, bodyId, message));
+        cut();
+      }
+      for (const [recipient, log] of inbox.recipients) {
+        emit({ op: "recipient", name, recipient, head: log.head, skippedAfter: log.skippedAfter });
+        const entries = log.entries.map(({ seq, bodyId, appendedAt }) => ({
+          recipient,
+          seq,
+          body: bodyId,
+          appendedAt,
+        }));
+        if (entries.length > 0) emit({ op: "entries", name, entries });
+        for (const device of log.devices.values()) emit({ op: "device", name, recipient, device });
+        cut();
+      }
+      for (const [key, { seq, expiresAt }] of inbox.ids) {
+        const [recipient, messageId] = key.split("\u0000") as [string, string];
+        emit({ op: "id", name, recipient, messageId, seq, expiresAt });
+        cut();
+      }
+    }
+  }
+
+  // ---- the primitives
+
+  create(name: string, attributes: InboxAttributes, epoch: string, createdAt: number): void {
+    const inbox: InboxState = {
+      name,
+      attributes,
+      epoch,
+      createdAt,
+      counters: { ...zeroInboxCounters },
+      recipients: new Map(),
+      bodies: new Map(),
+      nextBodyId: 1,
+      ids: new Map(),
+    };
+    this.inboxes.set(name, inbox);
+    this.record({ op: "create", name, attributes, epoch, createdAt }, () => this.inboxes.delete(name));
+  }
+
+  setAttributes(inbox: InboxState, attributes: InboxAttributes): void {
+    const before = inbox.attributes;
+    inbox.attributes = attributes;
+    this.record({ op: "attributes", name: inbox.name, attributes }, () => {
+      inbox.attributes = before;
+    });
+  }
+
+  /** Removes the namespace whole; what it held no longer counts. */
+  drop(inbox: InboxState): void {
+    const held = heldBytes(inbox);
+    this.inboxes.delete(inbox.name);
+    this.hold(-held);
+    this.record({ op: "drop", name: inbox.name }, () => {
+      this.hold(held);
+      this.inboxes.set(inbox.name, inbox);
+    });
+  }
+
+  addCounters(inbox: InboxState, deltas: Partial<InboxCounters>): void {
+    const counters = inbox.counters as unknown as Record<string, number>;
+    const add = (sign: number) => {
+      for (const [name, delta] of Object.entries(deltas))
+        counters[name] = (counters[name] ?? 0) + sign * (delta ?? 0);
+    };
+    add(1);
+    this.record({ op: "counters", name: inbox.name, deltas }, () => add(-1));
+  }
+
+  recipientLog(inbox: InboxState, recipient: string): RecipientLog | undefined {
+    return inbox.recipients.get(recipient);
+  }
+
+  putRecipient(inbox: InboxState, recipient: string, row: RecipientRow): void {
+    const existing = inbox.recipients.get(recipient);
+    const before = existing && { head: existing.head, skippedAfter: existing.skippedAfter };
+    const log = existing ?? { head: 0, skippedAfter: null, entries: [], devices: new Map() };
+    log.head = row.head;
+    log.skippedAfter = row.skippedAfter;
+    if (!existing) {
+      inbox.recipients.set(recipient, log);
+      this.hold(inboxItemOverheadBytes + recipient.length);
+    }
+    this.record(
+      { op: "recipient", name: inbox.name, recipient, head: row.head, skippedAfter: row.skippedAfter },
+      () => {
+        if (before) Object.assign(log, before);
+        else {
+          inbox.recipients.delete(recipient);
+          this.hold(-(inboxItemOverheadBytes + recipient.length));
+        }
+      },
+    );
+  }
+
+  rememberId(inbox: InboxState, recipient: string, messageId: string, seq: number, expiresAt: number): void {
+    const key = idKey(recipient, messageId);
+    const before = inbox.ids.get(key);
+    inbox.ids.set(key, { seq, expiresAt });
+    const bytes = before ? 0 : inboxItemOverheadBytes + key.length;
+    this.hold(bytes);
+    this.record({ op: "id", name: inbox.name, recipient, messageId, seq, expiresAt }, () => {
+      this.hold(-bytes);
+      if (before) inbox.ids.set(key, before);
+      else inbox.ids.delete(key);
+    });
+  }
+
+  forgetId(inbox: InboxState, recipient: string, messageId: string): void {
+    const key = idKey(recipient, messageId);
+    const before = inbox.ids.get(key);
+    if (!before) return;
+    inbox.ids.delete(key);
+    this.hold(-(inboxItemOverheadBytes + key.length));
+    this.record({ op: "idForget", name: inbox.name, recipient, messageId }, () => {
+      this.hold(inboxItemOverheadBytes + key.length);
+      inbox.ids.set(key, before);
+    });
+  }
+
+  /** Stores an append's message once; answers its id. Its count of entries starts at 0. */
+  putBody(inbox: InboxState, message: InboxMessage, bodyId = inbox.nextBodyId): number {
+    const nextBefore = inbox.nextBodyId;
+    inbox.nextBodyId = Math.max(inbox.nextBodyId, bodyId + 1);
+    inbox.bodies.set(bodyId, { message, refs: 0 });
+    const bytes = bodyBytesOf(message.body) + inboxItemOverheadBytes;
+    this.hold(bytes);
+    this.record(bodyChange(inbox.name, bodyId, message), () => {
+      this.hold(-bytes);
+      inbox.bodies.delete(bodyId);
+      inbox.nextBodyId = nextBefore;
+    });
+    return bodyId;
+  }
+
+  insertEntries(inbox: InboxState, entries: readonly EntryInsert[]): void {
+    if (entries.length === 0) return;
+    for (const entry of entries) {
+      const log = inbox.recipients.get(entry.recipient);
+      const body = inbox.bodies.get(entry.body);
+      invariant(log && body, `an entry for ${entry.recipient} names its recipient and body`);
+      log.entries.push({ seq: entry.seq, bodyId: entry.body, appendedAt: entry.appendedAt });
+      body.refs += 1;
+    }
+    const bytes = entries.length * inboxItemOverheadBytes;
+    this.hold(bytes);
+    this.record({ op: "entries", name: inbox.name, entries: [...entries] }, () => {
+      this.hold(-bytes);
+      for (const entry of [...entries].reverse()) {
+        inbox.recipients.get(entry.recipient)?.entries.pop();
+        const body = inbox.bodies.get(entry.body);
+        if (body) body.refs -= 1;
+      }
+    });
+  }
+
+  /** Removes the recipient's entries at or below `seq`, and the bodies no entry names any more. */
+  trimThrough(inbox: InboxState, recipient: string, seq: number): number {
+    const log = inbox.recipients.get(recipient);
+    if (!log) return 0;
+    let count = 0;
+    while (count < log.entries.length && (log.entries[count] as HeldEntry).seq <= seq) count++;
+    if (count === 0) return 0;
+    const removed = log.entries.splice(0, count);
+    const freedBodies: Array<[number, StoredBody]> = [];
+    for (const entry of removed) {
+      const body = inbox.bodies.get(entry.bodyId);
+      invariant(body, "a retained entry's body is held");
+      body.refs -= 1;
+      if (body.refs === 0) {
+        inbox.bodies.delete(entry.bodyId);
+        freedBodies.push([entry.bodyId, body]);
+      }
+    }
+    const freed =
+      count * inboxItemOverheadBytes +
+      freedBodies.reduce((sum, [, body]) => sum + bodyBytesOf(body.message.body) + inboxItemOverheadBytes, 0);
+    this.hold(-freed);
+    this.record({ op: "trim", name: inbox.name, recipient, seq }, () => {
+      this.hold(freed);
+      for (const [bodyId, body] of freedBodies) inbox.bodies.set(bodyId, body);
+      for (const entry of removed) {
+        const body = inbox.bodies.get(entry.bodyId);
+        if (body) body.refs += 1;
+      }
+      log.entries.unshift(...removed);
+    });
+    return count;
+  }
+
+  putDevice(inbox: InboxState, recipient: string, device: DeviceCursor): void {
+    const log = inbox.recipients.get(recipient) ?? this.emptyRecipient(inbox, recipient);
+    const before = log.devices.get(device.device);
+    log.devices.set(device.device, { ...device });
+    const bytes = before ? 0 : inboxItemOverheadBytes + device.device.length;
+    this.hold(bytes);
+    this.record({ op: "device", name: inbox.name, recipient, device: { ...device } }, () => {
+      this.hold(-bytes);
+      if (before) log.devices.set(device.device, before);
+      else log.devices.delete(device.device);
+    });
+  }
+
+  forgetDevice(inbox: InboxState, recipient: string, device: string): boolean {
+    const log = inbox.recipients.get(recipient);
+    const before = log?.devices.get(device);
+    if (!log || !before) return false;
+    log.devices.delete(device);
+    const bytes = inboxItemOverheadBytes + device.length;
+    this.hold(-bytes);
+    this.record({ op: "deviceForget", name: inbox.name, recipient, device }, () => {
+      this.hold(bytes);
+      log.devices.set(device, before);
+    });
+    return true;
+  }
+
+  /** A recipient known only by a device (one that subscribed before anything was appended to it). */
+  private emptyRecipient(inbox: InboxState, recipient: string): RecipientLog {
+    this.putRecipient(inbox, recipient, { head: 0, skippedAfter: null });
+    return inbox.recipients.get(recipient) as RecipientLog;
+  }
+}
+
+function bodyChange(name: string, bodyId: number, message: InboxMessage): InboxChange {
+  const text = typeof message.body === "string";
+  const bytes = text ? Buffer.from(message.body as string, "utf8") : (message.body as Buffer);
+  return {
+    op: "body",
+    name,
+    bodyId,
+    id: message.id,
+    bodyBase64: bytes.toString("base64"),
+    text,
+    contentType: message.contentType,
+    headers: message.headers,
+  };
+}
+
+/** What a namespace holds, as the primitives counted it. */
+function heldBytes(inbox: InboxState): number {
+  let bytes = 0;
+  for (const body of inbox.bodies.values()) bytes += bodyBytesOf(body.message.body) + inboxItemOverheadBytes;
+  for (const [recipient, log] of inbox.recipients) {
+    bytes += inboxItemOverheadBytes + recipient.length + log.entries.length * inboxItemOverheadBytes;
+    for (const device of log.devices.keys()) bytes += inboxItemOverheadBytes + device.length;
+  }
+  for (const key of inbox.ids.keys()) bytes += inboxItemOverheadBytes + key.length;
+  return bytes;
+}

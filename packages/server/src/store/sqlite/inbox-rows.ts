@@ -1,0 +1,276 @@
+/**
+ * The SQLite store's inbox rows (embedded/inbox-rows.ts): named statements over the inbox tables
+ * (inbox-statements.ts). What the rows mean is in the engine (embedded/inboxes.ts).
+ */
+import { HopperError } from "../../errors.js";
+import {
+  type DeviceCursor,
+  type InboxAttributes,
+  type InboxCounters,
+  type InboxEntry,
+  type InboxMessage,
+  type InboxRecord,
+  zeroInboxCounters,
+} from "../../model/inbox.js";
+import { bodyBytes } from "../../model/message.js";
+import type { EntryInsert, InboxRows, RecipientRow } from "../embedded/inbox-rows.js";
+import * as sql from "./inbox-statements.js";
+import { bodyCrc } from "./integrity.js";
+import type { Statements } from "./queue-rows.js";
+
+interface InboxRow {
+  inbox_id: number;
+  name: string;
+  attributes: string;
+  epoch: string;
+  created_at: number;
+  appended: number;
+  duplicates: number;
+  skipped: number;
+  acked: number;
+  expired: number;
+  overflowed: number;
+  devices_forgotten: number;
+}
+
+/** A namespace as the engine reads it: its attributes parsed. */
+export interface SqliteInbox {
+  readonly inboxId: number;
+  readonly name: string;
+  readonly attributes: InboxAttributes;
+  readonly epoch: string;
+  readonly row: InboxRow;
+}
+
+function toInbox(row: InboxRow): SqliteInbox {
+  return {
+    inboxId: row.inbox_id,
+    name: row.name,
+    attributes: JSON.parse(row.attributes) as InboxAttributes,
+    epoch: row.epoch,
+    row,
+  };
+}
+
+interface EntryRow {
+  seq: number;
+  message_id: string;
+  body: Buffer;
+  body_crc: number;
+  content_type: string;
+  headers: string | null;
+  appended_at: number;
+}
+
+export class SqliteInboxRows implements InboxRows<SqliteInbox> {
+  constructor(private readonly stmt: Statements) {}
+
+  inbox(name: string): SqliteInbox | undefined {
+    const row = this.stmt.get(sql.inboxSelectByName).get({ name }) as InboxRow | undefined;
+    return row && toInbox(row);
+  }
+
+  inboxRecord(inbox: SqliteInbox): InboxRecord {
+    const { row } = inbox;
+    const sizes = this.stmt.get(sql.inboxSizes).get({ inboxId: inbox.inboxId }) as {
+      entries: number;
+      recipients: number;
+    };
+    return {
+      name: inbox.name,
+      attributes: inbox.attributes,
+      epoch: inbox.epoch,
+      createdAt: row.created_at,
+      counters: {
+        appended: row.appended,
+        duplicates: row.duplicates,
+        skipped: row.skipped,
+        acked: row.acked,
+        expired: row.expired,
+        overflowed: row.overflowed,
+        devicesForgotten: row.devices_forgotten,
+      },
+      ...sizes,
+    };
+  }
+
+  inboxRecords(): InboxRecord[] {
+    return (this.stmt.get(sql.inboxSelectAll).all() as InboxRow[]).map((row) =>
+      this.inboxRecord(toInbox(row)),
+    );
+  }
+
+  inboxCount(): number {
+    return (this.stmt.get(sql.inboxCount).get() as { n: number }).n;
+  }
+
+  inboxInsert(name: string, attributes: InboxAttributes, epoch: string, now: number): void {
+    this.stmt
+      .get(sql.inboxInsert)
+      .run({ name, attributes: JSON.stringify(attributes), epoch, createdAt: now });
+  }
+
+  inboxSetAttributes(inbox: SqliteInbox, attributes: InboxAttributes): void {
+    this.stmt
+      .get(sql.inboxUpdateAttributes)
+      .run({ inboxId: inbox.inboxId, attributes: JSON.stringify(attributes) });
+  }
+
+  inboxRemove(inbox: SqliteInbox): number {
+    const { entries } = this.stmt.get(sql.inboxSizes).get({ inboxId: inbox.inboxId }) as { entries: number };
+    this.stmt.get(sql.inboxDelete).run({ inboxId: inbox.inboxId });
+    return entries;
+  }
+
+  countersAdd(inbox: SqliteInbox, deltas: Partial<InboxCounters>): void {
+    this.stmt.get(sql.inboxAddCounters).run({ inboxId: inbox.inboxId, ...zeroInboxCounters, ...deltas });
+  }
+
+  recipient(inbox: SqliteInbox, recipient: string): RecipientRow | undefined {
+    const row = this.stmt.get(sql.recipientSelect).get({ inboxId: inbox.inboxId, recipient }) as
+      | { head: number; skipped_after: number | null }
+      | undefined;
+    return row && { head: row.head, skippedAfter: row.skipped_after };
+  }
+
+  recipientPut(inbox: SqliteInbox, recipient: string, row: RecipientRow): void {
+    this.stmt
+      .get(sql.recipientUpsert)
+      .run({ inboxId: inbox.inboxId, recipient, head: row.head, skippedAfter: row.skippedAfter });
+  }
+
+  oldestSeq(inbox: SqliteInbox, recipient: string): number | undefined {
+    const { oldest } = this.stmt.get(sql.entryOldestSeq).get({ inboxId: inbox.inboxId, recipient }) as {
+      oldest: number | null;
+    };
+    return oldest ?? undefined;
+  }
+
+  depth(inbox: SqliteInbox, recipient: string): number {
+    return (this.stmt.get(sql.entryCount).get({ inboxId: inbox.inboxId, recipient }) as { n: number }).n;
+  }
+
+  idLookup(inbox: SqliteInbox, recipient: string, messageId: string, now: number): number | undefined {
+    const row = this.stmt.get(sql.idSelect).get({ inboxId: inbox.inboxId, recipient, messageId, now }) as
+      | { seq: number }
+      | undefined;
+    return row?.seq;
+  }
+
+  idRemember(inbox: SqliteInbox, recipient: string, messageId: string, seq: number, expiresAt: number): void {
+    this.stmt.get(sql.idUpsert).run({ inboxId: inbox.inboxId, recipient, messageId, seq, expiresAt });
+  }
+
+  idsForget(inbox: SqliteInbox, now: number, max: number): number {
+    return this.stmt.get(sql.idDeleteExpired).run({ inboxId: inbox.inboxId, now, limit: max }).changes;
+  }
+
+  bodyInsert(inbox: SqliteInbox, message: InboxMessage): number {
+    const body = bodyBytes(message.body);
+    return this.stmt.get(sql.bodyInsert).run({
+      inboxId: inbox.inboxId,
+      messageId: message.id,
+      body,
+      bodyCrc: bodyCrc(body),
+      contentType: message.contentType,
+      headers: Object.keys(message.headers).length > 0 ? JSON.stringify(message.headers) : null,
+    }).lastInsertRowid as number;
+  }
+
+  entriesInsert(inbox: SqliteInbox, entries: readonly EntryInsert[]): void {
+    const insert = this.stmt.get(sql.entryInsert);
+    for (const entry of entries) {
+      insert.run({
+        inboxId: inbox.inboxId,
+        recipient: entry.recipient,
+        seq: entry.seq,
+        bodyId: entry.body,
+        appendedAt: entry.appendedAt,
+      });
+    }
+  }
+
+  /** A body whose checksum fails is never served: the read is refused, naming the entry. */
+  entriesRead(inbox: SqliteInbox, recipient: string, after: number, limit: number): InboxEntry[] {
+    const rows = this.stmt
+      .get(sql.entrySelectAfter)
+      .all({ inboxId: inbox.inboxId, recipient, after, limit }) as EntryRow[];
+    return rows.map((row) => {
+      if (bodyCrc(row.body) !== row.body_crc)
+        throw new HopperError(
+          "store_damaged",
+          `Inbox ${inbox.name}, ${recipient}, entry ${row.seq}: its body fails its checksum.`,
+          {
+            inbox: inbox.name,
+            recipient,
+            seq: row.seq,
+          },
+        );
+      return {
+        seq: row.seq,
+        id: row.message_id,
+        body: row.body,
+        contentType: row.content_type,
+        headers: row.headers === null ? {} : (JSON.parse(row.headers) as Record<string, string>),
+        appendedAt: row.appended_at,
+      };
+    });
+  }
+
+  entriesTrimThrough(inbox: SqliteInbox, recipient: string, seq: number): number {
+    const deleted = this.stmt.get(sql.entryDeleteThrough).all({ inboxId: inbox.inboxId, recipient, seq }) as {
+      body_id: number;
+    }[];
+    this.deleteUnusedBodies(deleted);
+    return deleted.length;
+  }
+
+  entriesExpire(inbox: SqliteInbox, appendedBefore: number, max: number): number {
+    const deleted = this.stmt
+      .get(sql.entryDeleteExpired)
+      .all({ inboxId: inbox.inboxId, appendedBefore, limit: max }) as { body_id: number }[];
+    this.deleteUnusedBodies(deleted);
+    return deleted.length;
+  }
+
+  private deleteUnusedBodies(deleted: readonly { body_id: number }[]): void {
+    if (deleted.length === 0) return;
+    const bodyIds = [...new Set(deleted.map((row) => row.body_id))];
+    this.stmt.get(sql.bodyDeleteUnused).run({ bodyIds: JSON.stringify(bodyIds) });
+  }
+
+  devices(inbox: SqliteInbox, recipient: string): DeviceCursor[] {
+    const rows = this.stmt.get(sql.deviceSelect).all({ inboxId: inbox.inboxId, recipient }) as {
+      device: string;
+      cursor: number;
+      last_seen_at: number;
+    }[];
+    return rows.map((row) => ({ device: row.device, cursor: row.cursor, lastSeenAt: row.last_seen_at }));
+  }
+
+  devicePut(inbox: SqliteInbox, recipient: string, device: DeviceCursor): void {
+    this.stmt.get(sql.deviceUpsert).run({ inboxId: inbox.inboxId, recipient, ...device });
+  }
+
+  deviceRemove(inbox: SqliteInbox, recipient: string, device: string): boolean {
+    return this.stmt.get(sql.deviceDelete).run({ inboxId: inbox.inboxId, recipient, device }).changes > 0;
+  }
+
+  devicesUnseen(
+    inbox: SqliteInbox,
+    seenBefore: number,
+    max: number,
+  ): Array<{ recipient: string; device: string }> {
+    return this.stmt.get(sql.deviceSelectUnseen).all({ inboxId: inbox.inboxId, seenBefore, limit: max }) as {
+      recipient: string;
+      device: string;
+    }[];
+  }
+
+  /** A SQLite file has no bound of its own on what it holds. */
+  capacityMark(): number {
+    return 0;
+  }
+
+  capacityCheck(_mark: number): void {}
+}
