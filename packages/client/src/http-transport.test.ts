@@ -20,6 +20,7 @@ interface Recorded {
 }
 
 describe("HTTP transports", { timeout: 20_000 }, () => {
+  // Over 80 lines: one describe block of short tests sharing setup.
   let server: Server;
   let url: string;
   const requests: Recorded[] = [];

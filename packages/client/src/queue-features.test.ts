@@ -27,6 +27,7 @@ async function rejection(promise: Promise<unknown>): Promise<HopperError> {
 }
 
 describe("the client against a real server", () => {
+  // Over 80 lines: one describe block of short tests sharing setup.
   let server: TestServer;
   let client: HopperClient;
 

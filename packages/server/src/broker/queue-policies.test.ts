@@ -191,6 +191,7 @@ describe("queue policies in the broker", () => {
   });
 
   describe("redrive", () => {
+    // Over 80 lines: one describe block of short tests sharing setup.
     /** A dead-letter queue holding `count` messages of `orders`, keys k0..k4 in turn. */
     async function deadLetters(count: number): Promise<void> {
       await broker.putQueue("dlq", {});

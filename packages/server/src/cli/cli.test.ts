@@ -83,6 +83,7 @@ function idLines(stdout: string): string[] {
 }
 
 describe("hopper client commands", () => {
+  // Over 80 lines: one describe block of short tests sharing setup.
   let dir: TempDir;
   let server: ServerProcess;
   let client: HopperClient;

@@ -131,6 +131,7 @@ if (!pgTestUrl) {
   const url = pgTestUrl;
 
   describe("cluster of three nodes over PostgreSQL", () => {
+    // Over 80 lines: one describe block of short tests sharing setup.
     const schema = testSchemaName("cluster");
     let lock: PgLock | undefined;
     let nodes: ServerProcess[] = [];

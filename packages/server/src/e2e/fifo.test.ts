@@ -27,6 +27,7 @@ interface Job {
 }
 
 describe("FIFO queue end to end", () => {
+  // Over 80 lines: one describe block of short tests sharing setup.
   let dir: TempDir;
   let server: ServerProcess;
   let client: HopperClient;
@@ -43,6 +44,7 @@ describe("FIFO queue end to end", () => {
   });
 
   test("4 consumers, 50 groups: each group in send order; a poison message holds back only its group", async () => {
+    // Over 80 lines: one scenario, four consumers against one FIFO queue, told step by step.
     await client.putQueue("orders-dlq", {});
     await client.putQueue("orders", {
       kind: "fifo",

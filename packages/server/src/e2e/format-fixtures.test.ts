@@ -77,6 +77,7 @@ function peekedId(queue: RecordedQueue, match: (message: PeekedMessage) => boole
 
 for (const store of ["sqlite", "log"] as const) {
   describe(`a ${store} fixture written before the restructuring`, () => {
+    // Over 80 lines: one describe block of short tests sharing setup.
     const recorded = JSON.parse(readFileSync(`${fixturesDir}${store}.expected.json`, "utf8")) as Recorded;
     let dir: TempDir;
     let server: ServerProcess;

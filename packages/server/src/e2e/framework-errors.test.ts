@@ -59,6 +59,7 @@ function assertCatalogError(answer: RawAnswer, status: number, code: string, lab
 }
 
 describe("answers Fastify would give on its own, through the real server", () => {
+  // Over 80 lines: one describe block of short tests sharing setup.
   let dir: TempDir;
   let server: ServerProcess;
 

@@ -62,6 +62,7 @@ async function waitUntil(
 
 for (const store of e2eStores)
   describe(`client consume, end to end (${store.name})`, { skip: store.skip }, () => {
+    // Over 80 lines: one describe block of short tests sharing setup.
     let opened: OpenedStore | undefined;
     let server: ServerProcess;
     let client: HopperClient;

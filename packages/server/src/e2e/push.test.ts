@@ -23,6 +23,7 @@ const handBackMsMax = 100;
 
 for (const store of e2eStores)
   describe(`push over WebSocket, end to end (${store.name})`, { skip: store.skip }, () => {
+    // Over 80 lines: one describe block of short tests sharing setup.
     let opened: OpenedStore | undefined;
     let server: ServerProcess;
     let client: HopperClient;

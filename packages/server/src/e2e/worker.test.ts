@@ -14,6 +14,7 @@ import {
 } from "../testing/server-process.js";
 
 describe("worker end to end", () => {
+  // Over 80 lines: one describe block of short tests sharing setup.
   let dir: TempDir;
   let server: ServerProcess;
   let client: HopperClient;

@@ -34,6 +34,7 @@ async function eventually(
 }
 
 describe("websocket endpoint", () => {
+  // Over 80 lines: one describe block of short tests sharing setup.
   let clock: FakeClock;
   let server: RunningServer;
   const sockets: TestSocket[] = [];

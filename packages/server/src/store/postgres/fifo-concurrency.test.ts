@@ -27,6 +27,7 @@ if (!url) {
   test("FIFO concurrency on PostgreSQL", { skip: pgSkipReason }, () => {});
 } else {
   describe("FIFO concurrency on PostgreSQL: two nodes, one schema", () => {
+    // Over 80 lines: one describe block of short tests sharing setup.
     const schema = `hopper_fifo_${process.pid}`;
     let nodes: [Store, Store];
     let admin: pg.Client;

@@ -18,6 +18,7 @@ if (!url) {
   }, () => {});
 } else {
   describe("sendInTransaction", () => {
+    // Over 80 lines: one describe block of short tests sharing setup.
     const schema = `hopper_tx_${process.pid}`;
     let server: RunningServer;
     let client: HopperClient;

@@ -13,6 +13,7 @@ export function exchangeTests(suite: QueueSuite): void {
   // Over 80 lines: one describe block of short tests, kept whole so their names keep its prefix.
   const { store, send, lease } = suite;
   describe("exchanges and copies", () => {
+    // Over 80 lines: one describe block of short tests sharing setup.
     test("an exchange is created once; its type cannot change; its alternate can", async () => {
       const first = await store.exchangeUpsert({ name: "events", type: "topic", alternate: null, now: t0 });
       assert.equal(first.created, true);

@@ -14,6 +14,7 @@ export function deadLetterTests(suite: QueueSuite): void {
   // Over 80 lines: one describe block of short tests, kept whole so their names keep its prefix.
   const { store, send, lease } = suite;
   describe("nack and dead letters", () => {
+    // Over 80 lines: one describe block of short tests sharing setup.
     test("nack ends the lease and retries after the delay it is given for the delivery count", async () => {
       await send({ queue: "q", messages: [message()] });
       const [leased] = (await lease("q", t0)).messages;

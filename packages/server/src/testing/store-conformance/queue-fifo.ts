@@ -13,6 +13,7 @@ export function fifoGroupTests(suite: PolicySuite): void {
   // Over 80 lines: one describe block of short tests, kept whole so their names keep its prefix.
   const { store, create, send, lease, bodies, ack, nack, assertDepthCounted } = suite;
   describe("FIFO groups", () => {
+    // Over 80 lines: one describe block of short tests sharing setup.
     test("only each group's oldest message is leased, so groups flow in order, one in flight each", async () => {
       await create("f", "fifo");
       await send("f", [

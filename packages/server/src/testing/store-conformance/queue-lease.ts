@@ -14,6 +14,7 @@ export function leaseTests(suite: QueueSuite): void {
   // Over 80 lines: one describe block of short tests, kept whole so their names keep its prefix.
   const { store, send, lease } = suite;
   describe("leases", () => {
+    // Over 80 lines: one describe block of short tests sharing setup.
     test("lease takes available messages in visibility order, up to max, with the message intact", async () => {
       const first = message({ publishedAt: t0, visibleAt: t0 + 5 });
       const second = message({ publishedAt: t0, visibleAt: t0 + 1 });

@@ -62,6 +62,7 @@ export function overflowTests(suite: PolicySuite): void {
   // Over 80 lines: one describe block of short tests, kept whole so their names keep its prefix.
   const { store, create, send, lease, bodies, nack, assertDepthCounted } = suite;
   describe("overflow", () => {
+    // Over 80 lines: one describe block of short tests sharing setup.
     const limit = (policy: "reject" | "drop-oldest" | "dead-letter-oldest", maxDepth: number) => ({
       dedupWindowMs: 0,
       overflow: {

@@ -14,6 +14,7 @@ export function redriveTests(suite: PolicySuite): void {
   // Over 80 lines: one describe block of short tests, kept whole so their names keep its prefix.
   const { store, create, send, lease, bodies, ack, assertDepthCounted } = suite;
   describe("redrive moves", () => {
+    // Over 80 lines: one describe block of short tests sharing setup.
     const policies = (...names: string[]) => new Map(names.map((name) => [name, noSendPolicy]));
     const fromQueue = (name: string, body: string, key?: string) =>
       message({ body, headers: { "x-original-queue": name }, ...(key !== undefined && { key }) });
@@ -66,6 +67,7 @@ export function redriveTests(suite: PolicySuite): void {
     });
 
     test("a message moved back into the queue it is in (its x-original-queue) leaves the depth exact, whatever the queue's overflow", async () => {
+      // Over 80 lines: one scenario over both overflow policies, each step checking the depth.
       // A queue that dead-letters through an exchange routing back to itself holds such messages.
       const trim = (maxDepth: number, policy: "drop-oldest" | "reject") =>
         new Map([["q", { dedupWindowMs: 0, overflow: { maxDepth, policy, deadLetter: null } }]]);

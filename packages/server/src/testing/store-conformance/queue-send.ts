@@ -15,6 +15,7 @@ export function sendAndDepthTests(suite: QueueSuite): void {
   // Over 80 lines: one describe block of short tests, kept whole so their names keep its prefix.
   const { store, send, lease } = suite;
   describe("send and depth", () => {
+    // Over 80 lines: one describe block of short tests sharing setup.
     test("send to a missing queue stores nothing", async () => {
       await rejectsWith(send({ queue: "nope", messages: [message()] }), "queue_not_found");
     });
