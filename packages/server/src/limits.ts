@@ -84,6 +84,55 @@ export const limits = {
    * ten times queuesMax, so that queues never reach it. An older head folds into one floor,
    * which costs at worst one needless look of a waiter on that topic, never a lost wake-up. */
   wakeTopicHeadsMax: 100_000,
+
+  /** Entries one inbox read answers when it does not say. */
+  inboxReadLimitDefault: 100,
+  /** How often the housekeeping leader sweeps each namespace: retention is a bound on storage, not a
+   * deadline, so a minute late is fine, and one pass a minute costs nothing when nothing is due. */
+  inboxSweepIntervalMs: 1 * minute,
+  /** Entries and devices one inboxSweep call removes, one transaction: a backlog is swept over
+   * several calls, so no commit is held for long. */
+  inboxSweepBatchMax: 5_000,
+  /** inboxSweep calls per namespace per pass; what is left waits for the next pass, so one namespace's
+   * backlog never starves the others. */
+  inboxSweepCallsPerPassMax: 20,
+  /** Replay sizes and ack lags are counted per namespace in histograms with these bucket bounds. */
+  inboxReplayEntriesBuckets: [0, 1, 10, 100, 1_000, 10_000],
+  inboxAckLagSecondsBuckets: [0.01, 0.1, 1, 10, 60, 600, 3_600],
+} as const;
+
+/** A new inbox namespace's attributes (model/inbox-attributes.ts validates what a client sends). */
+export const inboxDefaults = {
+  /** Chat history lives in the application's database; the inbox only bridges a device's absence.
+   * A week covers a phone left off over a holiday week-end and more, as push services keep messages
+   * for offline devices (FCM keeps 4 weeks at most, APNs less). */
+  maxAgeMs: 7 * day,
+  /** A recipient offline for long should resync from history rather than replay an unbounded
+   * backlog: 10,000 entries is a busy week of chat and a replay of a few megabytes. */
+  maxDepth: 10_000,
+  /** A device unseen for 30 days (a lost phone, a cleared browser) stops holding entries back; if it
+   * comes back it gets a gap and resyncs from history. */
+  forgetDeviceAfterMs: 30 * day,
+  /** Off: every recipient gets every entry unless the namespace opts in to skipping idle ones. */
+  stopFanoutAfterMs: null,
+  /** A redelivered event (an outbox relay's retry after an outage) is caught for a day, as long as
+   * the longest queue dedup window (dedupWindowMsMax). */
+  dedupWindowMs: 1 * day,
+} as const;
+
+/** The ranges of inbox attributes, checked by model/inbox-attributes.ts and the PUT schema. */
+export const inboxAttributeBounds = {
+  /** From a minute, as queue retention, to a year. */
+  maxAgeMsMin: 1 * minute,
+  maxAgeMsMax: 365 * day,
+  /** At least one entry; at most a million per recipient, which a replay in pages still reads. */
+  maxDepthMax: 1_000_000,
+  forgetDeviceAfterMsMin: 1 * minute,
+  forgetDeviceAfterMsMax: 365 * day,
+  stopFanoutAfterMsMin: 1 * minute,
+  stopFanoutAfterMsMax: 365 * day,
+  /** Up to a week: the ids of a busy namespace's appends are remembered this long, one row each. */
+  dedupWindowMsMax: 7 * day,
 } as const;
 
 /** Defaults chosen for safety; SQS's differ where noted in docs/queues.md. */

@@ -51,4 +51,15 @@ export const wireLimits = {
   dedupWindowMsMax: 24 * hour,
   /** A redrive's rate, in messages per second: beyond it, leave the rate out (as fast as it goes). */
   redriveRateMax: 100_000,
+
+  /** Recipients of one inbox append, written in one transaction: a message to a group of 5,000
+   * members (a large chat room) goes in one call; larger fan-outs are split by the caller, so no
+   * append holds a commit for long (about 5,000 index rows). */
+  inboxRecipientsMax: 5_000,
+  /** Entries one inbox read answers at most: a page of a reconnecting device's backlog, small enough
+   * to answer in one response while a long backlog is read page after page. */
+  inboxReadLimitMax: 1_000,
+  /** An inbox message's id (the application's, e.g. its chat message id): the key appends are
+   * deduplicated on, as long as a dedupId. */
+  inboxMessageIdLengthMax: 128,
 } as const;

@@ -214,6 +214,76 @@ export const PublishBody = Type.Object(
   strict,
 );
 
+// Inboxes.
+
+export const InboxParams = Type.Object({ ns: Name }, strict);
+export const RecipientParams = Type.Object({ ns: Name, recipient: Name }, strict);
+export const DeviceParams = Type.Object({ ns: Name, recipient: Name, device: Name }, strict);
+
+/**
+ * The body of `PUT /v1/inboxes/{ns}`: every attribute optional, those left out keep their value (or
+ * take the default on create). The server checks the ranges (400 `invalid_attribute`).
+ */
+export const PutInboxBody = Type.Object(
+  {
+    /** Entries older than this are trimmed, read or not. */
+    maxAgeMs: Type.Optional(Ms(limits.retentionMsMax, "Entries older than this are trimmed")),
+    /** The most entries a recipient holds; older ones are trimmed. */
+    maxDepth: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** A device unseen this long no longer holds entries back. */
+    forgetDeviceAfterMs: Type.Optional(Ms(limits.retentionMsMax, "A device unseen this long is forgotten")),
+    /** A recipient whose devices have all been unseen this long is skipped at append; null = never. */
+    stopFanoutAfterMs: Type.Optional(Type.Union([Ms(limits.retentionMsMax), Type.Null()])),
+    /** How long (recipient, message id) is remembered, so that a repeated append is a duplicate. */
+    dedupWindowMs: Type.Optional(Ms(limits.retentionMsMax, "How long a message id is remembered")),
+  },
+  strict,
+);
+
+/** The message of an inbox append: stored once, whatever the number of recipients. */
+export const InboxMessage = Type.Object(
+  {
+    /** The application's id of the message: appends are idempotent on (recipient, id). */
+    id: Type.String({ minLength: 1, maxLength: limits.inboxMessageIdLengthMax }),
+    body: messageFields.body,
+    bodyBase64: messageFields.bodyBase64,
+    contentType: messageFields.contentType,
+    headers: messageFields.headers,
+  },
+  strict,
+);
+
+export const AppendBody = Type.Object(
+  {
+    /** Each recipient gets the message once, with its own next sequence number; all or nothing. */
+    recipients: Type.Array(Name, { minItems: 1, maxItems: limits.inboxRecipientsMax }),
+    message: InboxMessage,
+  },
+  strict,
+);
+
+export const InboxEntriesQuery = Type.Object(
+  {
+    /** The cursor: entries after this sequence (default 0, from the first retained). */
+    after: Type.Optional(Type.Integer({ minimum: 0 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.inboxReadLimitMax })),
+    /** The epoch the cursor was read in; required when `after` is above 0. */
+    epoch: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    /** A long poll: with nothing after the cursor, wait up to this long for an append. */
+    waitMs: Type.Optional(Ms(limits.waitMsMax)),
+  },
+  strict,
+);
+
+export const InboxAckBody = Type.Object(
+  {
+    device: Name,
+    /** The highest sequence the device has processed; the cursor never moves back. */
+    seq: Type.Integer({ minimum: 0 }),
+  },
+  strict,
+);
+
 export type QueueKind = Static<typeof QueueKind>;
 export type OverflowPolicy = Static<typeof OverflowPolicy>;
 export type DeadLetterPolicy = Static<typeof DeadLetterPolicy>;
@@ -234,3 +304,8 @@ export type PutExchangeBody = Static<typeof PutExchangeBody>;
 export type BindingBody = Static<typeof BindingBody>;
 export type PublishMessage = Static<typeof PublishMessage>;
 export type PublishBody = Static<typeof PublishBody>;
+export type PutInboxBody = Static<typeof PutInboxBody>;
+export type InboxMessage = Static<typeof InboxMessage>;
+export type AppendBody = Static<typeof AppendBody>;
+export type InboxEntriesQuery = Static<typeof InboxEntriesQuery>;
+export type InboxAckBody = Static<typeof InboxAckBody>;

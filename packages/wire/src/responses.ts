@@ -180,6 +180,97 @@ export const PublishResult = Type.Union([
   ItemError,
 ]);
 
+// Inboxes.
+
+/** A namespace's attributes, every one filled in. */
+export const InboxAttributes = Type.Object({
+  maxAgeMs: Count,
+  maxDepth: Type.Integer({ minimum: 1 }),
+  forgetDeviceAfterMs: Count,
+  /** null: recipients are never skipped. */
+  stopFanoutAfterMs: Type.Union([Count, Type.Null()]),
+  dedupWindowMs: Count,
+});
+
+/** What a namespace holds now, and its counters since it was created. */
+export const InboxStats = Type.Object({
+  /** Entries held now, over every recipient. */
+  entries: Count,
+  recipients: Count,
+  appended: Count,
+  /** Appends of a (recipient, message id) already appended: nothing written. */
+  duplicates: Count,
+  /** Recipients an append skipped as idle (`stopFanoutAfterMs`). */
+  skipped: Count,
+  /** Entries trimmed because every active device had acked them. */
+  acked: Count,
+  /** Entries trimmed by `maxAgeMs`. */
+  expired: Count,
+  /** Entries trimmed by `maxDepth`. */
+  overflowed: Count,
+  /** Devices forgotten by `forgetDeviceAfterMs`. */
+  devicesForgotten: Count,
+});
+
+/** The answer of `PUT`/`GET /v1/inboxes/{ns}`, and each item of `GET /v1/inboxes`. */
+export const InboxInfo = Type.Object({
+  name: Type.String(),
+  /** Changes when the namespace is created again: a cursor from another epoch is a gap. */
+  epoch: Type.String(),
+  attributes: InboxAttributes,
+  stats: InboxStats,
+  createdAt: Timestamp,
+});
+
+/** One recipient's part of an append, in the order named. */
+export const AppendResult = Type.Union([
+  Type.Object({
+    recipient: Type.String(),
+    seq: Type.Integer({ minimum: 1 }),
+    /** True when the recipient already had this message id: `seq` is the first append's. */
+    duplicate: Type.Boolean(),
+  }),
+  Type.Object({ recipient: Type.String(), skipped: Type.Literal("idle") }),
+]);
+
+export const InboxEntry = Type.Object({
+  seq: Type.Integer({ minimum: 1 }),
+  id: Type.String(),
+  body: Type.Optional(Type.Unknown()),
+  bodyBase64: Type.Optional(Type.String()),
+  contentType: Type.String(),
+  headers: Type.Record(Type.String(), Type.String()),
+  appendedAt: Timestamp,
+});
+
+/** Where a recipient's log stands: `head` the last sequence given (0: none), `oldest` the first kept. */
+const positionFields = { head: Count, oldest: Type.Integer({ minimum: 1 }), epoch: Type.String() };
+
+/** The answer of `GET /v1/inboxes/{ns}/recipients/{recipient}/entries`. */
+export const InboxEntries = Type.Object({ entries: Type.Array(InboxEntry), ...positionFields });
+
+export const InboxAckResult = Type.Object({ cursor: Count });
+
+export const DeviceCursor = Type.Object({
+  device: Type.String(),
+  /** The highest sequence the device acked (0: none). */
+  cursor: Count,
+  lastSeenAt: Timestamp,
+});
+
+/** The answer of `GET /v1/inboxes/{ns}/recipients/{recipient}`. */
+export const RecipientInfo = Type.Object({
+  recipient: Type.String(),
+  /** Entries held for the recipient now. */
+  depth: Count,
+  ...positionFields,
+  /** The head when an append last skipped the recipient as idle; null: never. */
+  skippedAfter: Type.Union([Count, Type.Null()]),
+  devices: Type.Array(DeviceCursor),
+  /** Devices with a live subscription on the node that answers. */
+  connected: Type.Array(Type.String()),
+});
+
 export type ErrorBody = Static<typeof ErrorBody>;
 export type ItemError = Static<typeof ItemError>;
 export type QueueAttributes = Static<typeof QueueAttributes>;
@@ -199,3 +290,12 @@ export type BindingTarget = Static<typeof BindingTarget>;
 export type Binding = Static<typeof Binding>;
 export type ExchangeInfo = Static<typeof ExchangeInfo>;
 export type PublishResult = Static<typeof PublishResult>;
+export type InboxAttributes = Static<typeof InboxAttributes>;
+export type InboxStats = Static<typeof InboxStats>;
+export type InboxInfo = Static<typeof InboxInfo>;
+export type AppendResult = Static<typeof AppendResult>;
+export type InboxEntry = Static<typeof InboxEntry>;
+export type InboxEntries = Static<typeof InboxEntries>;
+export type InboxAckResult = Static<typeof InboxAckResult>;
+export type DeviceCursor = Static<typeof DeviceCursor>;
+export type RecipientInfo = Static<typeof RecipientInfo>;
