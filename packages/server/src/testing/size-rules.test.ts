@@ -37,7 +37,6 @@ const pending = new Map<string, string>([
   ["packages/server/src/e2e/crash.test.ts", notYet],
   ["packages/server/src/e2e/pg-restart.test.ts", notYet],
   ["packages/server/src/protocols/http/app.ts", notYet],
-  ["packages/server/src/protocols/http/queue-routes.ts", notYet],
   ["packages/server/src/store/log/append-log.test.ts", notYet],
   ["packages/server/src/store/log/append-log.ts", notYet],
   ["packages/server/src/store/log/differential.test.ts", notYet],

@@ -30,9 +30,17 @@ function abortOnClose(raw: import("node:http").ServerResponse): AbortSignal {
   return controller.signal;
 }
 
+/** The queue routes of API.md: a queue's own, its messages', and the redrive tasks'. */
 export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker): void {
-  const tags = ["queues"];
+  registerQueueAdminRoutes(app, broker);
+  registerMessageRoutes(app, broker);
+  registerTaskRoutes(app, broker);
+}
 
+const tags = ["queues"];
+
+/** Create or update, list, read and delete queues. */
+function registerQueueAdminRoutes(app: FastifyInstance, broker: QueueBroker): void {
   app.put<{ Params: QueuePath; Body: PutQueueBody | undefined }>(
     "/v1/queues/:queue",
     { schema: { tags, params: QueueParams, body: PutQueueBody } },
@@ -59,7 +67,10 @@ export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker): 
       return reply.status(204).send();
     },
   );
+}
 
+/** Send, receive, ack, nack, extend, peek and purge a queue's messages. */
+function registerMessageRoutes(app: FastifyInstance, broker: QueueBroker): void {
   app.post<{ Params: QueuePath; Body: SendBody }>(
     "/v1/queues/:queue/messages",
     { schema: { tags, params: QueueParams, body: SendBody } },
@@ -126,7 +137,10 @@ export function registerQueueRoutes(app: FastifyInstance, broker: QueueBroker): 
     { schema: { tags, params: QueueParams } },
     (request) => broker.purge(request.params.queue),
   );
+}
 
+/** Start a redrive, and read or cancel the tasks that redrives run. */
+function registerTaskRoutes(app: FastifyInstance, broker: QueueBroker): void {
   app.post<{ Params: QueuePath; Body: RedriveBody | undefined }>(
     "/v1/queues/:queue/redrive",
     { schema: { tags, params: QueueParams, body: RedriveBody } },
