@@ -18,7 +18,8 @@ import { type TestContext, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import * as zlib from "node:zlib";
 import { crashRecord, crashRecordBytes } from "../../testing/append-log-crash-child.js";
-import { AppendLog, type AppendLogIo, type AppendLogOptions, fileIo } from "./append-log.js";
+import { AppendLog, type AppendLogOptions } from "./append-log.js";
+import { type AppendLogIo, fileIo } from "./append-log-io.js";
 import { frameHeaderBytes, requireZlibCrc32, type SegmentFile, segmentHeaderBytes } from "./log-format.js";
 import { lockFileName } from "./log-lock.js";
 

@@ -2,8 +2,8 @@
  * An append-only log in a directory of segment files: the durability layer of a log-structured store
  * that keeps its state in memory and appends every mutation as a record. `append()` only encodes the
  * record into memory; `flush()` makes everything appended so far durable with one positional write, made
- * on the calling thread, and one fdatasync, made on libuv's thread pool (see fileIo); `rewrite()`
- * compacts the log into a snapshot of the state.
+ * on the calling thread, and one fdatasync, made on libuv's thread pool (fileIo, in append-log-io.ts);
+ * `rewrite()` compacts the log into a snapshot of the state.
  *
  * Invariants
  *  1. A flush resolves only after every record appended before its call is written and fdatasync'ed
@@ -47,12 +47,9 @@ import assert from "node:assert/strict";
 import {
   close as closeCallback,
   closeSync,
-  fdatasync as fdatasyncCallback,
-  fdatasyncSync,
   fsync as fsyncCallback,
   open as openCallback,
   openSync,
-  writevSync,
 } from "node:fs";
 import { open as openFile, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
@@ -60,6 +57,8 @@ import { promisify } from "node:util";
 import * as zlib from "node:zlib";
 import { limits } from "../../limits.js";
 import type { Durability } from "../store.js";
+import { type AppendLogIo, fileIo } from "./append-log-io.js";
+import { type Deferred, deferred } from "./deferred.js";
 import {
   encodeManifest,
   encodeSegmentHeader,
@@ -68,7 +67,6 @@ import {
   type Manifest,
   manifestFileName,
   requireZlibCrc32,
-  type SegmentFile,
   segmentFileName,
   segmentHeaderBytes,
   totalBytes,
@@ -122,65 +120,9 @@ export interface AppendLogStats {
   directorySyncs: number;
 }
 
-/** The two file operations on the write path, injectable so tests can count, delay or fail them. */
-export interface AppendLogIo {
-  /** Writes all of `buffers` at `position` with one positional writev. */
-  write(file: SegmentFile, buffers: readonly Buffer[], position: number): Promise<void>;
-  /** fdatasync. */
-  sync(file: SegmentFile): Promise<void>;
-  /** fdatasync while the log opens, before anything else runs (recovery's, of the newest segment). */
-  syncAtOpen(fd: number): void;
-}
-
 const closeAsync = promisify(closeCallback);
-const fdatasyncAsync = promisify(fdatasyncCallback);
 const fsyncAsync = promisify(fsyncCallback);
 const openAsync = promisify(openCallback);
-
-/**
- * The real file operations. The write is made on the calling thread: it copies the batch into the page
- * cache, tens of microseconds, and on libuv's thread pool it would end only when a busy event loop next
- * came round. The fdatasync, which waits for the disk (a fifth of the event loop's time in W1 when it
- * was made here), runs on the thread pool, so the event loop goes on reading and applying the next calls
- * meanwhile; their records make the next batch, written once this one is durable (invariant 2). Both
- * steps on the thread pool, and both on the calling thread, were measured worse (docs/log-store.md).
- */
-export const fileIo: AppendLogIo = {
-  async write(file, buffers, position) {
-    let pending = buffers;
-    let at = position;
-    // A positional writev may write less than asked (a signal, a huge batch): write the rest.
-    for (;;) {
-      const expected = totalBytes(pending);
-      const written = writevSync(file.fd, pending as Buffer[], at);
-      if (written === expected) return;
-      if (written <= 0) throw new Error(`short write to ${file.fileName}: ${written} of ${expected} bytes`);
-      pending = dropBytes(pending, written);
-      at += written;
-    }
-  },
-  sync(file) {
-    return fdatasyncAsync(file.fd);
-  },
-  syncAtOpen(fd) {
-    fdatasyncSync(fd);
-  },
-};
-
-/** The buffers without their first `count` bytes. */
-function dropBytes(buffers: readonly Buffer[], count: number): Buffer[] {
-  const rest: Buffer[] = [];
-  let skip = count;
-  for (const buffer of buffers) {
-    if (skip >= buffer.length) {
-      skip -= buffer.length;
-      continue;
-    }
-    rest.push(skip > 0 ? buffer.subarray(skip) : buffer);
-    skip = 0;
-  }
-  return rest;
-}
 
 // ---------------------------------------------------------------------------------------------------
 // The log
@@ -198,22 +140,6 @@ interface FlushWaiter {
   recordCount: number;
   resolve: () => void;
   reject: (error: Error) => void;
-}
-
-interface Deferred<T> {
-  promise: Promise<T>;
-  resolve: (value: T) => void;
-  reject: (error: Error) => void;
-}
-
-function deferred<T>(): Deferred<T> {
-  let resolve!: (value: T) => void;
-  let reject!: (error: Error) => void;
-  const promise = new Promise<T>((resolvePromise, rejectPromise) => {
-    resolve = resolvePromise;
-    reject = rejectPromise;
-  });
-  return { promise, resolve, reject };
 }
 
 export class AppendLog {

@@ -11,7 +11,7 @@ import { attributes, message, t0 } from "../../testing/conformance-fixtures.js";
 import { exerciseStore } from "../../testing/store-conformance/index.js";
 import { dumpStore, type StoreDump } from "../../testing/store-dump.js";
 import type { Store } from "../store.js";
-import { fileIo } from "./append-log.js";
+import { fileIo } from "./append-log-io.js";
 import { LogStore } from "./log-store.js";
 
 const dirs: string[] = [];
