@@ -5,6 +5,7 @@
 import type { FastifyInstance } from "fastify";
 import { ApiKeys } from "./auth/api-keys.js";
 import { ExchangeBroker } from "./broker/exchanges.js";
+import { InboxBroker, type InboxBrokerStore } from "./broker/inboxes.js";
 import { QueueBroker } from "./broker/queues.js";
 import { SignalHub } from "./broker/signals.js";
 import { type Clock, systemClock } from "./clock.js";
@@ -47,6 +48,7 @@ export interface RunningServer {
   app: FastifyInstance;
   broker: QueueBroker;
   exchanges: ExchangeBroker;
+  inboxes: InboxBroker;
   store: Store;
   apiKeys: ApiKeys;
   close(): Promise<void>;
@@ -77,13 +79,18 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
   await broker.start();
   const exchanges = new ExchangeBroker(store, clock, broker.router, broker);
+  // The stores gain InboxStore one by one; the embedded ones have it.
+  const inboxStore = store as unknown as InboxBrokerStore;
+  const inboxes = new InboxBroker(inboxStore, clock, random);
+  inboxes.start();
   const apiKeys = new ApiKeys(options.apiKeys ?? []);
   const metrics = new Metrics(
     broker,
     exchanges,
     store instanceof SqliteStore || store instanceof LogStore ? store : undefined,
+    inboxes,
   );
-  const app = await buildHttpApp({ broker, exchanges, apiKeys, metrics, logger });
+  const app = await buildHttpApp({ broker, exchanges, inboxes, apiKeys, metrics, logger });
   const signals = new SignalHub(store, (error) => console.warn("signal not handed to other nodes", error));
   await registerWebSocketEndpoint(app, { broker, clock, signals });
   const address = await app.listen({ host: options.host ?? "127.0.0.1", port: options.port ?? 7171 });
@@ -93,11 +100,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     app,
     broker,
     exchanges,
+    inboxes,
     store,
     apiKeys,
     close() {
       closing ??= (async () => {
         broker.stop();
+        inboxes.stop();
         // Long polls answer at once on stop; a connection still open after the grace period is a
         // keep-alive straggler, and is cut so that shutdown is bounded.
         const cutStragglers = setTimeout(() => app.server.closeAllConnections(), shutdownGraceMs);

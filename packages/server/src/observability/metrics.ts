@@ -9,6 +9,8 @@
  */
 import { Counter, collectDefaultMetrics, Gauge, Registry } from "prom-client";
 import type { ExchangeBroker } from "../broker/exchanges.js";
+import type { Histogram } from "../broker/inbox-stats.js";
+import type { InboxBroker } from "../broker/inboxes.js";
 import type { QueueBroker } from "../broker/queues.js";
 import type { RecoveryOutcome } from "../store/log/log-recovery.js";
 
@@ -25,6 +27,9 @@ const counterEvents = [
   "redriven",
 ] as const;
 
+/** The store's counters of a namespace's entries, by how they arrived or left (InboxCounters). */
+const inboxEvents = ["appended", "duplicates", "skipped", "acked", "expired", "overflowed"] as const;
+
 /** A family of per-queue series: its header, then one line per series as the pages come. */
 class Family {
   private readonly lines: string[];
@@ -32,13 +37,23 @@ class Family {
   constructor(
     readonly name: string,
     help: string,
-    type: "counter" | "gauge",
+    type: "counter" | "gauge" | "histogram",
   ) {
     this.lines = [`# HELP ${name} ${escapeHelp(help)}`, `# TYPE ${name} ${type}`];
   }
 
   add(labels: string, value: number): void {
     this.lines.push(`${this.name}{${labels}} ${value}`);
+  }
+
+  /** A histogram's series for one label set: cumulative buckets, +Inf, sum and count. */
+  addHistogram(labels: string, histogram: Histogram): void {
+    for (const [bound, count] of histogram.cumulative()) {
+      this.lines.push(`${this.name}_bucket{${labels},le="${bound}"} ${count}`);
+    }
+    this.lines.push(`${this.name}_bucket{${labels},le="+Inf"} ${histogram.count}`);
+    this.lines.push(`${this.name}_sum{${labels}} ${histogram.sum}`);
+    this.lines.push(`${this.name}_count{${labels}} ${histogram.count}`);
   }
 
   text(): string {
@@ -67,6 +82,7 @@ export class Metrics {
       checkpointStats?: { frames: number } | undefined;
       recovery?: RecoveryOutcome | undefined;
     },
+    private readonly inboxes?: InboxBroker,
   ) {
     collectDefaultMetrics({ register: this.registry, prefix: "hopper_" });
     new Counter({
@@ -164,10 +180,67 @@ export class Metrics {
     return this.registry.contentType;
   }
 
-  /** The scrape: prom-client's metrics, then the per-queue families. */
+  /** The scrape: prom-client's metrics, then the per-queue families, then the per-namespace ones. */
   async render(): Promise<string> {
     const queueFamilies = await this.renderQueues();
-    return `${await this.registry.metrics()}\n${queueFamilies}`;
+    const inboxFamilies = this.inboxes ? `\n${await this.renderInboxes(this.inboxes)}` : "";
+    return `${await this.registry.metrics()}\n${queueFamilies}${inboxFamilies}`;
+  }
+
+  /**
+   * The per-namespace inbox families: the store's counters and sizes (shared by every node), and this
+   * node's live figures (subscriptions, replay sizes, ack lag), which restart at 0 with the process.
+   */
+  private async renderInboxes(inboxes: InboxBroker): Promise<string> {
+    const entries = new Family(
+      "hopper_inbox_entries_total",
+      "Inbox entries per namespace and event since the namespace was created, as the store counts them.",
+      "counter",
+    );
+    const forgotten = new Family(
+      "hopper_inbox_devices_forgotten_total",
+      "Devices forgotten after forgetDeviceAfterMs unseen.",
+      "counter",
+    );
+    const held = new Family("hopper_inbox_entries", "Entries held now, over every recipient.", "gauge");
+    const recipients = new Family(
+      "hopper_inbox_recipients",
+      "Recipients with a log in the namespace.",
+      "gauge",
+    );
+    const open = new Family("hopper_inbox_subscriptions", "Live subscriptions on this node.", "gauge");
+    const opened = new Family(
+      "hopper_inbox_subscriptions_opened_total",
+      "Subscriptions opened on this node since it started.",
+      "counter",
+    );
+    const replay = new Family(
+      "hopper_inbox_replay_entries",
+      "Entries a subscription replayed before it went live, on this node.",
+      "histogram",
+    );
+    const ackLag = new Family(
+      "hopper_inbox_ack_lag_seconds",
+      "Time from an entry's append to its ack by a device, on this node.",
+      "histogram",
+    );
+    for (const { name, stats } of await inboxes.listInboxes()) {
+      const inbox = `inbox="${labelValue(name)}"`;
+      for (const event of inboxEvents) entries.add(`${inbox},event="${event}"`, stats[event]);
+      forgotten.add(inbox, stats.devicesForgotten);
+      held.add(inbox, stats.entries);
+      recipients.add(inbox, stats.recipients);
+      open.add(inbox, inboxes.subscriptionsOpen(name));
+      const live = inboxes.liveStats(name);
+      opened.add(inbox, live?.subscriptionsOpened ?? 0);
+      if (live) {
+        replay.addHistogram(inbox, live.replayEntries);
+        ackLag.addHistogram(inbox, live.ackLagSeconds);
+      }
+    }
+    return [entries, forgotten, held, recipients, open, opened, replay, ackLag]
+      .map((family) => family.text())
+      .join("\n");
   }
 
   /** The per-queue families, written page by page of the queue listing (QueueBroker.queuePages). */

@@ -17,6 +17,7 @@ import { Compile } from "typebox/compile";
 import { Value } from "typebox/value";
 import type { ApiKeys } from "../../auth/api-keys.js";
 import type { ExchangeBroker } from "../../broker/exchanges.js";
+import type { InboxBroker } from "../../broker/inboxes.js";
 import type { QueueBroker } from "../../broker/queues.js";
 import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
@@ -24,11 +25,14 @@ import type { Metrics } from "../../observability/metrics.js";
 import { describeErrors } from "../wire/validation-errors.js";
 import { answerClientError } from "./client-errors.js";
 import { registerExchangeRoutes } from "./exchange-routes.js";
+import { registerInboxRoutes } from "./inbox-routes.js";
 import { registerQueueRoutes } from "./queue-routes.js";
 
 export interface HttpAppOptions {
   broker: QueueBroker;
   exchanges: ExchangeBroker;
+  /** The inbox routes are served when it is given. */
+  inboxes?: InboxBroker;
   apiKeys: ApiKeys;
   metrics: Metrics;
   logger: boolean | object;
@@ -114,7 +118,9 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
           ? "invalid_name"
           : raw.some(isOversizedBatch)
             ? "batch_too_large"
-            : "invalid_request";
+            : raw.some(isOverRecipients)
+              ? "too_many_recipients"
+              : "invalid_request";
       return {
         error: new HopperError(code, `Invalid ${httpPart}: ${first?.path} ${first?.message}`, { errors }),
       };
@@ -181,6 +187,7 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
 
   registerQueueRoutes(app, options.broker);
   registerExchangeRoutes(app, options.exchanges);
+  if (options.inboxes) registerInboxRoutes(app, options.inboxes);
   return app;
 }
 
@@ -220,6 +227,11 @@ function isOversizedBatch(error: { keyword: string; instancePath: string }): boo
   return (
     error.keyword === "maxItems" && (error.instancePath === "/messages" || error.instancePath === "/receipts")
   );
+}
+
+/** An inbox append naming more recipients than one call takes (limits.inboxRecipientsMax). */
+function isOverRecipients(error: { keyword: string; instancePath: string }): boolean {
+  return error.keyword === "maxItems" && error.instancePath === "/recipients";
 }
 
 /** How much of an oversized body is read and discarded before the connection is cut. */

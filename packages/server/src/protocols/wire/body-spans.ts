@@ -149,3 +149,23 @@ export function sendBodySpans(bytes: Buffer): (Span | undefined)[] | undefined {
   });
   return spans;
 }
+
+/**
+ * The span of `message.body` in an inbox append (`{ "recipients": […], "message": { …, "body": V } }`),
+ * or undefined when the message has no body or the text has no `message` object.
+ */
+export function appendBodySpan(bytes: Buffer): Span | undefined {
+  let span: Span | undefined;
+  const start = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
+  eachMember(bytes, skipSpace(bytes, start), (keyStart, keyEnd, valueStart) => {
+    if (!keyIs(bytes, keyStart, keyEnd, "message") || bytes[valueStart] !== openBrace) {
+      return valueEnd(bytes, valueStart);
+    }
+    return eachMember(bytes, valueStart, (memberStart, memberEnd, value) => {
+      const end = valueEnd(bytes, value);
+      if (keyIs(bytes, memberStart, memberEnd, "body")) span = { start: value, end };
+      return end;
+    });
+  });
+  return span;
+}
