@@ -15,6 +15,11 @@ export const limits = {
   /** One HTTP request body: a full batch of maximal messages would be 100 MiB, so batches are capped
    * in bytes too. 10 MiB keeps one request from holding a commit (and the event loop) for long. */
   requestBytesMax: 10 * 1024 * 1024,
+  /** Open WebSocket connections per server: each holds a socket, a ping timer and its subscriptions or
+   * consumers (about 50 KiB with ws's buffers), so 10,000 is about 500 MiB at worst, and well under the
+   * default file-descriptor limits of a tuned host. Devices (browsers, phones) connect directly, so
+   * this is the figure to raise, with the process's file limit, for a large chat deployment. */
+  wsConnectionsMax: 10_000,
   /** How long a push consumer may hold a delivery unacked: RabbitMQ's consumer_timeout default, long
    * enough for slow jobs, short enough that a stuck one ends. */
   consumerAckTimeoutMs: 30 * minute,

@@ -4,7 +4,9 @@
  */
 import type { FastifyInstance } from "fastify";
 import { ApiKeys } from "./auth/api-keys.js";
+import { DeviceTokens } from "./auth/device-tokens.js";
 import { ExchangeBroker } from "./broker/exchanges.js";
+import { inboxSubscriptionSource } from "./broker/inbox-subscription.js";
 import { InboxBroker, type InboxBrokerStore } from "./broker/inboxes.js";
 import { QueueBroker } from "./broker/queues.js";
 import { SignalHub } from "./broker/signals.js";
@@ -37,6 +39,10 @@ export interface ServerOptions {
   /** The PostgreSQL schema of Hopper's tables (default "hopper"). */
   postgresSchema?: string;
   apiKeys?: readonly string[];
+  /** Device tokens (JWTs) are HS256 with this secret (`--jwt-secret`, HOPPER_JWT_SECRET)... */
+  jwtSecret?: string;
+  /** ...or RS256/ES256 by a key of this JWKS file (`--jwt-jwks`). Without either, devices cannot connect. */
+  jwtJwksPath?: string;
   clock?: Clock;
   random?: Random;
   /** A pino level ("info", "warn", …), or false for no logs. */
@@ -92,7 +98,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   );
   const app = await buildHttpApp({ broker, exchanges, inboxes, apiKeys, metrics, logger });
   const signals = new SignalHub(store, (error) => console.warn("signal not handed to other nodes", error));
-  await registerWebSocketEndpoint(app, { broker, clock, signals });
+  await registerWebSocketEndpoint(app, {
+    broker,
+    clock,
+    signals,
+    inboxes: {
+      source: inboxSubscriptionSource(inboxes, inboxStore),
+      ack: (ns, recipient, device, seq) => inboxes.ack(ns, recipient, device, seq),
+      acked: (ns, lagMs) => inboxes.acked(ns, lagMs),
+    },
+    deviceTokens: deviceTokensOf(options),
+  });
   const address = await app.listen({ host: options.host ?? "127.0.0.1", port: options.port ?? 7171 });
   let closing: Promise<void> | undefined;
   return {
@@ -117,4 +133,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       return closing;
     },
   };
+}
+
+/** The verifier of device tokens the options configure, if any; both at once is a mistake. */
+function deviceTokensOf(options: ServerOptions): DeviceTokens | undefined {
+  if (options.jwtSecret !== undefined && options.jwtJwksPath !== undefined) {
+    throw new Error("Give --jwt-secret or --jwt-jwks, not both.");
+  }
+  if (options.jwtSecret !== undefined) return DeviceTokens.fromSecret(options.jwtSecret);
+  if (options.jwtJwksPath !== undefined) return DeviceTokens.fromKeySetFile(options.jwtJwksPath);
+  return undefined;
 }

@@ -31,6 +31,12 @@ program
     process.env.HOPPER_PG_SCHEMA ?? "hopper",
   )
   .option("--api-key <key>", "accept this API key (repeatable; also HOPPER_API_KEYS)", collect, [])
+  // The secret's environment variable is read by serve, not given as a default: --help prints defaults.
+  .option(
+    "--jwt-secret <secret>",
+    "accept device tokens (JWT, HS256) signed with this secret of 32+ bytes (also HOPPER_JWT_SECRET)",
+  )
+  .option("--jwt-jwks <file>", "accept device tokens (JWT, RS256/ES256) signed by a key of this JWKS file")
   .option("--log-level <level>", "fatal, error, warn, info, debug", "warn")
   .option(
     "--skip-integrity-check",

@@ -16,6 +16,8 @@ export interface ServeFlags {
   store?: string;
   pgSchema: string;
   apiKey: string[];
+  jwtSecret?: string;
+  jwtJwks?: string;
   logLevel: string;
   /** SQLite: start without PRAGMA quick_check (docs/reliability.md). */
   skipIntegrityCheck?: boolean;
@@ -57,6 +59,7 @@ export async function serve(flags: ServeFlags): Promise<void> {
     ...(postgresUrl && { postgresUrl, postgresSchema: flags.pgSchema }),
     ...(logDir && { logDir }),
     apiKeys,
+    ...deviceTokenOptions(flags),
     logLevel: flags.logLevel,
   });
   // Never silent: what recovery cut or set aside was never confirmed, but an operator should know.
@@ -70,12 +73,18 @@ export async function serve(flags: ServeFlags): Promise<void> {
   const auth = server.apiKeys.configured
     ? `${apiKeys.length} API key(s) configured; send Authorization: Bearer <key>`
     : "no API keys configured: serving loopback clients only (set --api-key or HOPPER_API_KEYS)";
+  const devices = flags.jwtJwks
+    ? `device tokens (JWT, RS256/ES256) by a key of ${resolve(flags.jwtJwks)}, at /v1/ws?token=`
+    : deviceTokenOptions(flags).jwtSecret !== undefined
+      ? "device tokens (JWT, HS256) with the configured secret, at /v1/ws?token="
+      : "none (set --jwt-secret, HOPPER_JWT_SECRET or --jwt-jwks)";
   const curlAuth = server.apiKeys.configured ? ' -H "Authorization: Bearer $KEY"' : "";
   console.log(
     [
       `Hopper listening on ${server.url}`,
       `  store:      ${store}`,
       `  auth:       ${auth}`,
+      `  devices:    ${devices}`,
       "  first message:",
       `    curl -X PUT ${server.url}/v1/queues/hello${curlAuth}`,
       `    curl ${server.url}/v1/queues/hello/messages${curlAuth} -H 'content-type: application/json' -d '{"messages":[{"body":{"hi":1}}]}'`,
@@ -94,6 +103,16 @@ export async function serve(flags: ServeFlags): Promise<void> {
   };
   process.once("SIGINT", () => shutdown("SIGINT"));
   process.once("SIGTERM", () => shutdown("SIGTERM"));
+}
+
+/** `--jwt-secret` (or HOPPER_JWT_SECRET when the flag is not given) or `--jwt-jwks`, as server options. */
+function deviceTokenOptions(flags: ServeFlags): { jwtSecret?: string; jwtJwksPath?: string } {
+  const jwtSecret = flags.jwtSecret ?? (process.env.HOPPER_JWT_SECRET || undefined);
+  if (flags.jwtJwks !== undefined) {
+    if (flags.jwtSecret !== undefined) throw new Error("Give --jwt-secret or --jwt-jwks, not both.");
+    return { jwtJwksPath: resolve(flags.jwtJwks) };
+  }
+  return jwtSecret === undefined ? {} : { jwtSecret };
 }
 
 /** A connection string as it may be printed: without its password. */

@@ -33,6 +33,10 @@ export interface ServerProcessOptions {
   dataFile?: string;
   durability?: Durability;
   apiKeys?: readonly string[];
+  /** `--jwt-secret`: device tokens signed HS256 with it are accepted. */
+  jwtSecret?: string;
+  /** `--jwt-jwks`: device tokens signed by a key of this JWKS file are accepted. */
+  jwtJwks?: string;
   /** `--store`: a postgres:// URL (the node keeps its state there, shared with every node on it), or
    * log:<directory> for the log store. */
   store?: string;
@@ -139,11 +143,13 @@ export async function startServerProcess(options: ServerProcessOptions): Promise
   if (options.pgSchema !== undefined) args.push("--pg-schema", options.pgSchema);
   for (const key of options.apiKeys ?? []) args.push("--api-key", key);
   if (options.skipIntegrityCheck) args.push("--skip-integrity-check");
+  if (options.jwtSecret !== undefined) args.push("--jwt-secret", options.jwtSecret);
+  if (options.jwtJwks !== undefined) args.push("--jwt-jwks", options.jwtJwks);
 
   installExitHooks();
   // Keys or a store in the environment would change what the server does; each test says what it wants.
   const env = { ...process.env, ...options.env };
-  for (const name of ["HOPPER_API_KEYS", "HOPPER_STORE", "HOPPER_PG_SCHEMA"]) {
+  for (const name of ["HOPPER_API_KEYS", "HOPPER_STORE", "HOPPER_PG_SCHEMA", "HOPPER_JWT_SECRET"]) {
     if (options.env?.[name] === undefined) delete env[name];
   }
   const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"], env });

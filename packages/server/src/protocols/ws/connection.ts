@@ -4,6 +4,7 @@
  * them all when the socket closes, so every lease it held is handed back at once.
  */
 import type { RawData, WebSocket } from "ws";
+import type { DeviceClaims, DeviceTokens } from "../../auth/device-tokens.js";
 import { PushConsumer } from "../../broker/push-consumer.js";
 import type { ItemResult, QueueBroker } from "../../broker/queues.js";
 import { type Signal, type SignalHub, signalSubscriptionsPerConnectionMax } from "../../broker/signals.js";
@@ -11,6 +12,7 @@ import type { Clock } from "../../clock.js";
 import { HopperError } from "../../errors.js";
 import { decodeMessages } from "../wire/messages.js";
 import { leasedListJson, renderItemResult } from "../wire/render.js";
+import { DeviceAccess, tokenExpiredCloseCode } from "./device-access.js";
 import {
   type AckFrame,
   type CancelFrame,
@@ -23,6 +25,7 @@ import {
   type SendFrame,
   type SignalPublishFrame,
 } from "./frames.js";
+import { ConnectionInboxes, type WsInboxes } from "./inbox-handler.js";
 
 /**
  * Past this many bytes waiting in the send buffer, deliveries stop and signals are dropped: a client
@@ -57,6 +60,11 @@ export interface ConnectionContext {
   signals: SignalHub;
   clock: Clock;
   log: Logger;
+  /** The inbox broker's part that inbox frames use; without it they answer not_implemented. */
+  inboxes?: WsInboxes | undefined;
+  /** Set on a connection opened with a device token (`?token=`): what the token allows, and how to
+   * verify the tokens that refresh it. Without it the connection is a service's. */
+  device?: { claims: DeviceClaims; tokens: DeviceTokens } | undefined;
 }
 
 type Answer = { op: string } & Record<string, unknown>;
@@ -66,6 +74,9 @@ export class WsConnection {
   readonly closed: Promise<void>;
   private readonly consumers = new Map<string, PushConsumer>();
   private readonly subscriptions = new Map<string, () => void>();
+  private readonly inboxes: ConnectionInboxes;
+  /** What a device token allows; undefined on a service's connection. */
+  private readonly deviceAccess: DeviceAccess | undefined;
   private resolveClosed!: () => void;
   private closing = false;
   private nextSub = 1;
@@ -96,6 +107,22 @@ export class WsConnection {
     });
     socket.on("close", () => void this.close());
     this.cancelPing = this.schedulePing();
+    this.inboxes = new ConnectionInboxes({
+      inboxes: context.inboxes,
+      clock: context.clock,
+      nextSub: () => String(this.nextSub++),
+      send: (answer) => this.send(answer),
+      sendText: (text) => this.sendText(text),
+      sendPaused: () => this.sendPaused,
+      onWarning: (error, sub) => this.context.log.warn({ err: error, sub }, "inbox subscription"),
+    });
+    const { device } = context;
+    this.deviceAccess =
+      device &&
+      new DeviceAccess(device.claims, device.tokens, context.clock, () => {
+        this.socket.close(tokenExpiredCloseCode, "the device token has expired");
+        void this.close();
+      });
   }
 
   /** Unacked deliveries held by this connection's consumers, for tests. */
@@ -113,11 +140,12 @@ export class WsConnection {
     if (this.closing) return this.closed;
     this.closing = true;
     this.cancelPing();
+    this.deviceAccess?.close();
     for (const unsubscribe of this.subscriptions.values()) unsubscribe();
     this.subscriptions.clear();
     const consumers = [...this.consumers.values()];
     this.consumers.clear();
-    await Promise.all(consumers.map((consumer) => consumer.cancel()));
+    await Promise.all([...consumers.map((consumer) => consumer.cancel()), this.inboxes.close()]);
     this.resolveClosed();
     return this.closed;
   }
@@ -185,6 +213,7 @@ export class WsConnection {
 
   /** Runs a checked frame (`bytes`, as it came); answers undefined when its answer is already sent. */
   private run(frame: ClientFrame, bytes: Buffer): Promise<Answer | undefined> | Answer {
+    this.deviceAccess?.authorize(frame);
     switch (frame.op) {
       case "consume":
         return this.consume(frame);
@@ -206,6 +235,20 @@ export class WsConnection {
         return { op: "signal.unsubscribed", channel: frame.channel };
       case "signal.publish":
         return this.publish(frame);
+      case "inbox.subscribe":
+        return this.inboxes.subscribe(frame, this.deviceAccess?.claims);
+      case "inbox.ack":
+        return this.inboxes.ack(frame);
+      case "inbox.unsubscribe":
+        return this.inboxes.unsubscribe(frame);
+      case "auth.refresh":
+        if (!this.deviceAccess) {
+          throw new HopperError(
+            "invalid_request",
+            "Only a connection opened with a device token is refreshed.",
+          );
+        }
+        return this.deviceAccess.refresh(frame.token);
     }
   }
 
@@ -359,6 +402,7 @@ export class WsConnection {
     if (!this.sendPaused && this.socket.bufferedAmount > sendBufferBytesHigh) {
       this.sendPaused = true;
       for (const consumer of this.consumers.values()) consumer.pause();
+      this.inboxes.pause();
     }
   }
 
@@ -385,8 +429,9 @@ export class WsConnection {
     for (const consumer of this.consumers.values()) {
       consumer.resume();
       // A consumer that refilled the buffer has paused them all again.
-      if (this.sendPaused) break;
+      if (this.sendPaused) return;
     }
+    this.inboxes.resume();
   }
 
   /** Pings every `pingIntervalMs`; a peer that has not answered the previous ping is cut off. */

@@ -1,21 +1,24 @@
 /**
  * `GET /v1/ws` (API.md "WebSocket"). The upgrade request passes through Fastify's router and hooks, so
  * it is authenticated exactly as HTTP requests are (API key in `Authorization: Bearer`, or loopback
- * only when no keys are configured) and refused with the same error bodies before any upgrade.
+ * only when no keys are configured) and refused with the same error bodies before any upgrade. An
+ * upgrade with `?token=` is a device's: the app's API-key hook leaves it alone (auth/device-tokens.ts isDeviceUpgrade), and
+ * it is authenticated here by its JWT alone, from any address.
  */
 import websocket from "@fastify/websocket";
 import type { FastifyInstance } from "fastify";
 import type { WebSocket } from "ws";
+import { type DeviceClaims, type DeviceTokens, deviceTokenOf } from "../../auth/device-tokens.js";
 import type { QueueBroker } from "../../broker/queues.js";
 import { SignalHub } from "../../broker/signals.js";
 import type { Clock } from "../../clock.js";
 import { HopperError } from "../../errors.js";
+import { limits } from "../../limits.js";
 import { WsConnection } from "./connection.js";
+import type { WsInboxes } from "./inbox-handler.js";
 
 /** One client frame: an ack of 100 receipts is ~7 KiB and a signal at most 7 KiB of data. */
 export const frameBytesMax = 256 * 1024;
-/** Open WebSocket connections per server: each holds a socket, timers and possibly long polls. */
-export const connectionsMax = 10_000;
 /** At shutdown, sockets get this long to finish the close handshake before they are cut. */
 const closeGraceMs = 1_000;
 
@@ -24,6 +27,10 @@ export interface WebSocketEndpointOptions {
   clock: Clock;
   /** The signal hub; one per server unless a test shares its own. */
   signals?: SignalHub;
+  /** Inbox subscriptions over the socket (broker/inbox-subscription.ts); without it they are refused. */
+  inboxes?: WsInboxes;
+  /** Verifies device tokens (`--jwt-secret`, `--jwt-jwks`); without it `?token=` upgrades are refused. */
+  deviceTokens?: DeviceTokens;
 }
 
 /** Registers the endpoint on the app; call before the app listens. */
@@ -33,6 +40,8 @@ export async function registerWebSocketEndpoint(
 ): Promise<void> {
   const signals = options.signals ?? new SignalHub();
   const connections = new Map<WsConnection, WebSocket>();
+  /** The claims of each device upgrade, from its verification (onRequest) to its connection. */
+  const deviceClaims = new WeakMap<object, DeviceClaims>();
 
   await app.register(websocket, { options: { maxPayload: frameBytesMax } });
 
@@ -41,18 +50,30 @@ export async function registerWebSocketEndpoint(
     {
       websocket: true,
       // Runs after the app's authentication hook and before the upgrade, so a refusal is plain HTTP.
-      onRequest: async () => {
-        if (connections.size >= connectionsMax) {
-          throw new HopperError("too_many_connections", undefined, { max: connectionsMax });
+      onRequest: async (request) => {
+        if (connections.size >= limits.wsConnectionsMax) {
+          throw new HopperError("too_many_connections", undefined, { max: limits.wsConnectionsMax });
         }
+        const token = deviceTokenOf(request.url);
+        if (token === undefined) return;
+        if (!options.deviceTokens) {
+          throw new HopperError(
+            "unauthorized",
+            "This server takes no device tokens (--jwt-secret, --jwt-jwks).",
+          );
+        }
+        deviceClaims.set(request.raw, await options.deviceTokens.verify(token, options.clock.now()));
       },
     },
-    (socket) => {
+    (socket, request) => {
+      const claims = deviceClaims.get(request.raw);
       const connection = new WsConnection(socket, {
         broker: options.broker,
         signals,
         clock: options.clock,
         log: app.log,
+        inboxes: options.inboxes,
+        device: claims && options.deviceTokens && { claims, tokens: options.deviceTokens },
       });
       connections.set(connection, socket);
       void connection.closed.then(() => connections.delete(connection));

@@ -10,6 +10,7 @@ import { prefetchMax } from "../../broker/push-consumer.js";
 import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
 import { describeErrors } from "../wire/validation-errors.js";
+import { type InboxClientFrame, inboxFrameSchemas } from "./inbox-frames.js";
 
 const strict = { additionalProperties: false } as const;
 
@@ -67,6 +68,7 @@ const frameSchemas = {
     { op: Type.Literal("signal.publish"), ref: Type.Optional(Ref), channel: Name, data: Type.Unknown() },
     strict,
   ),
+  ...inboxFrameSchemas,
 } as const;
 
 export type ConsumeFrame = Static<(typeof frameSchemas)["consume"]>;
@@ -87,7 +89,8 @@ export type ClientFrame =
   | SendFrame
   | SignalSubscribeFrame
   | SignalUnsubscribeFrame
-  | SignalPublishFrame;
+  | SignalPublishFrame
+  | InboxClientFrame;
 export type Ref = Static<typeof Ref>;
 
 type Op = keyof typeof frameSchemas;
@@ -95,6 +98,9 @@ const validators = Object.fromEntries(
   Object.entries(frameSchemas).map(([op, schema]) => [op, Compile(schema as TSchema)]),
 ) as Record<Op, ReturnType<typeof Compile>>;
 const refValidator = Compile(Ref);
+
+/** Fields that hold a name: a bad one is invalid_name, as in a path. */
+const namedPaths = new Set(["/queue", "/channel", "/ns", "/device", "/recipient"]);
 
 export type ParsedFrame = { frame: ClientFrame } | { error: HopperError; ref?: Ref };
 
@@ -129,7 +135,7 @@ export function parseFrame(text: string): ParsedFrame {
   const raw = validator.Errors(value);
   const errors = describeErrors(raw);
   const first = errors[0];
-  const code = raw.some((e) => e.instancePath === "/queue" || e.instancePath === "/channel")
+  const code = raw.some((e) => namedPaths.has(e.instancePath))
     ? "invalid_name"
     : raw.some((e) => e.keyword === "maxItems" && e.instancePath === "/receipts")
       ? "batch_too_large"
