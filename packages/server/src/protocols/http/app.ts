@@ -16,6 +16,7 @@ import type { TSchema } from "typebox";
 import { Compile } from "typebox/compile";
 import { Value } from "typebox/value";
 import type { ApiKeys } from "../../auth/api-keys.js";
+import { isDeviceUpgrade } from "../../auth/device-tokens.js";
 import type { ExchangeBroker } from "../../broker/exchanges.js";
 import type { InboxBroker } from "../../broker/inboxes.js";
 import type { QueueBroker } from "../../broker/queues.js";
@@ -155,6 +156,8 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
 
   app.addHook("onRequest", async (request) => {
     if (openPaths.has(request.url.split("?", 1)[0] as string)) return;
+    // A device's upgrade carries a JWT instead, which the WebSocket endpoint verifies (from any address).
+    if (isDeviceUpgrade(request.url)) return;
     const decision = options.apiKeys.decide(request.headers.authorization, request.socket.remoteAddress);
     if (decision === "unauthorized") throw new HopperError("unauthorized");
     if (decision === "forbidden") {
