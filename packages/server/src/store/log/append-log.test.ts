@@ -1,47 +1,32 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import {
-  existsSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  readlinkSync,
-  rmSync,
-  statSync,
-  unlinkSync,
-  writeFileSync,
-} from "node:fs";
-import { hostname, tmpdir } from "node:os";
+import { existsSync, readdirSync, readFileSync, readlinkSync, statSync, writeFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { join } from "node:path";
-import { type TestContext, test } from "node:test";
+import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import * as zlib from "node:zlib";
 import { crashRecord, crashRecordBytes } from "../../testing/append-log-crash-child.js";
-import { AppendLog, type AppendLogOptions } from "./append-log.js";
+import {
+  appendFlushing,
+  deferred,
+  gatedFirstSync,
+  noReplay,
+  openLog,
+  payload,
+  records100,
+  reopenRecords,
+  segmentNames,
+  segmentPath,
+  tempDir,
+} from "../../testing/append-log-helpers.js";
+import { AppendLog } from "./append-log.js";
 import { type AppendLogIo, fileIo } from "./append-log-io.js";
-import { frameHeaderBytes, requireZlibCrc32, type SegmentFile, segmentHeaderBytes } from "./log-format.js";
+import { frameHeaderBytes, requireZlibCrc32, segmentHeaderBytes } from "./log-format.js";
 import { lockFileName } from "./log-lock.js";
 
 const childPath = fileURLToPath(new URL("../../testing/append-log-crash-child.js", import.meta.url));
-
-function tempDir(t: TestContext): string {
-  const dir = mkdtempSync(join(tmpdir(), "hopper-append-log-"));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-/** `size` bytes that differ with `seed`, so a record in the wrong place or with a wrong byte shows. */
-function payload(size: number, seed: number): Buffer {
-  const bytes = Buffer.alloc(size);
-  for (let index = 0; index < size; index++) bytes[index] = (seed * 131 + index * 7) & 0xff;
-  return bytes;
-}
-
-/** `count` records of 100 bytes, payload(100, 0) to payload(100, count - 1). */
-function records100(count: number): Buffer[] {
-  return Array.from({ length: count }, (_, index) => payload(100, index));
-}
 
 /** The frame of `record`, built here from the documented format rather than by the code under test:
  * magic B7 1E, kind 1, flags (bit 0: the batch's last frame), length, payload CRC, header CRC. */
@@ -59,82 +44,6 @@ function frame(record: Buffer, batchEnd = false): Buffer {
 /** The frames of one flushed batch. */
 function batchFrames(records: readonly Buffer[]): Buffer {
   return Buffer.concat(records.map((record, index) => frame(record, index === records.length - 1)));
-}
-
-function noReplay(): void {
-  assert.fail("a new log replays nothing");
-}
-
-function openLog(options: AppendLogOptions): { log: AppendLog; records: Buffer[] } {
-  const records: Buffer[] = [];
-  const log = AppendLog.open(options, (record) => records.push(Buffer.from(record)));
-  return { log, records };
-}
-
-async function reopenRecords(options: AppendLogOptions): Promise<Buffer[]> {
-  const { log, records } = openLog(options);
-  await log.close();
-  return records;
-}
-
-function segmentNames(dir: string): string[] {
-  return readdirSync(dir)
-    .filter((name) => name.endsWith(".log"))
-    .sort();
-}
-
-function segmentPath(dir: string, seq: number): string {
-  return join(dir, `${String(seq).padStart(20, "0")}.log`);
-}
-
-function flipByte(path: string, offset: number): void {
-  const bytes = readFileSync(path);
-  bytes[offset] = (bytes[offset] ?? 0) ^ 0xff;
-  writeFileSync(path, bytes);
-}
-
-interface Deferred<T> {
-  promise: Promise<T>;
-  resolve: (value: T) => void;
-}
-
-function deferred<T = void>(): Deferred<T> {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((resolvePromise) => {
-    resolve = resolvePromise;
-  });
-  return { promise, resolve };
-}
-
-/** An io whose first fdatasync waits for `gate`; `firstSyncStarted` resolves when it is reached. */
-function gatedFirstSync(): {
-  io: Partial<AppendLogIo>;
-  firstSyncStarted: Deferred<void>;
-  gate: Deferred<void>;
-} {
-  const firstSyncStarted = deferred();
-  const gate = deferred();
-  let syncs = 0;
-  const io = {
-    async sync(file: SegmentFile) {
-      syncs += 1;
-      if (syncs === 1) {
-        firstSyncStarted.resolve();
-        await gate.promise;
-      }
-      await fileIo.sync(file);
-    },
-  };
-  return { io, firstSyncStarted, gate };
-}
-
-/** Appends `records`, flushing after every `perFlush` of them. */
-async function appendFlushing(log: AppendLog, records: readonly Buffer[], perFlush: number): Promise<void> {
-  for (let index = 0; index < records.length; index++) {
-    log.append(records[index] ?? assert.fail());
-    if ((index + 1) % perFlush === 0) await log.flush();
-  }
-  await log.flush();
 }
 
 test("records of 0 B, 1 B, 1 KiB and more than a segment replay exactly, in order, after a reopen", async (t) => {
@@ -352,157 +261,6 @@ test("with durability os a rewrite fdatasyncs the segment it leaves, and its sna
   await log.flush();
   await log.close();
   assert.deepEqual(await reopenRecords({ dir }), [payload(10, 2), payload(100, 3)]);
-});
-
-test("rewrite leaves the snapshot followed by the records appended after its call, and deletes the older segments", async (t) => {
-  const dir = tempDir(t);
-  const segmentBytesMax = 256;
-  const log = AppendLog.open({ dir, segmentBytesMax }, noReplay);
-  await appendFlushing(log, records100(10), 2);
-  log.append(payload(100, 10)); // Appended before the rewrite and never flushed: the rewrite writes it.
-  const namesBefore = segmentNames(dir);
-
-  const snapshot = [payload(50, 100), payload(0, 101), payload(300, 102)];
-  const rewriting = log.rewrite(snapshot);
-  await assert.rejects(log.rewrite([]), /a rewrite is already running/);
-  const during = payload(80, 200);
-  log.append(during);
-  const flushed = log.flush();
-  await Promise.all([rewriting, flushed]);
-  const after = payload(90, 201);
-  log.append(after);
-  await log.flush();
-
-  const names = segmentNames(dir);
-  for (const name of namesBefore) assert.ok(!names.includes(name), `${name} is deleted`);
-  const baseBytes = readFileSync(join(dir, names[0] ?? assert.fail()));
-  assert.equal(baseBytes.readUInt16LE(6), 1, "the first segment is a base");
-  assert.equal(
-    log.bytes,
-    names.reduce((sum, name) => sum + statSync(join(dir, name)).size, 0),
-  );
-  await log.close();
-
-  assert.deepEqual(await reopenRecords({ dir, segmentBytesMax }), [...snapshot, during, after]);
-});
-
-test("rewrite called while a flush is in flight writes the records appended before it to the old segment before the base exists", async (t) => {
-  const dir = tempDir(t);
-  const events: string[] = [];
-  const gated = gatedFirstSync();
-  const io: Partial<AppendLogIo> = {
-    async write(file, buffers, position) {
-      events.push(`write ${Number(file.fileName.slice(0, 20))}`);
-      await fileIo.write(file, buffers, position);
-    },
-    async sync(file) {
-      events.push(`sync ${Number(file.fileName.slice(0, 20))}`);
-      await (gated.io.sync ?? assert.fail())(file);
-    },
-  };
-  const log = AppendLog.open({ dir, io }, noReplay);
-  log.append(payload(10, 1));
-  const first = log.flush();
-  await gated.firstSyncStarted.promise;
-  log.append(payload(10, 2)); // Before the rewrite: it must reach segment 1 while segment 1 is still the tail.
-  const snapshot = [payload(40, 3)];
-  const rewriting = log.rewrite(snapshot);
-  const after = payload(10, 4);
-  log.append(after);
-  const second = log.flush();
-  gated.gate.resolve();
-  await Promise.all([first, rewriting, second]);
-  await log.close();
-
-  assert.equal(
-    events.filter((event) => event === "write 1").length,
-    2,
-    "both early records went to segment 1",
-  );
-  assert.ok(
-    events.indexOf("write 2") > events.lastIndexOf("sync 1"),
-    "the base is created after segment 1 is durable",
-  );
-  assert.ok(
-    events.indexOf("write 3") > events.indexOf("sync 2"),
-    "segment 3 starts after the base header is durable",
-  );
-  assert.deepEqual(segmentNames(dir), ["00000000000000000002.log", "00000000000000000003.log"]);
-  assert.deepEqual(await reopenRecords({ dir }), [...snapshot, after]);
-});
-
-test("a base segment without its marker (a rewrite that failed mid-snapshot) is ignored and deleted on open; the older segments are used", async (t) => {
-  const dir = tempDir(t);
-  const snapshotWriteReached = deferred();
-  const failSnapshotWrite = deferred();
-  const io: Partial<AppendLogIo> = {
-    async write(file, buffers, position) {
-      // The base segment is 2; its header is written at 0, its snapshot after it.
-      if (file.fileName === "00000000000000000002.log" && position > 0) {
-        snapshotWriteReached.resolve();
-        await failSnapshotWrite.promise;
-        throw Object.assign(new Error("EIO: i/o error, write"), { code: "EIO" });
-      }
-      await fileIo.write(file, buffers, position);
-    },
-  };
-  const log = AppendLog.open({ dir, io }, noReplay);
-  const early = [payload(10, 1), payload(20, 2), payload(30, 3)];
-  await appendFlushing(log, early, 3);
-  const rewriting = log.rewrite([payload(99, 9)]);
-  const during = payload(40, 4);
-  log.append(during);
-  await log.flush(); // Goes to segment 3 while the snapshot is still being written.
-  await snapshotWriteReached.promise;
-  failSnapshotWrite.resolve();
-  await assert.rejects(rewriting, /EIO.*refuses appends/s);
-  assert.throws(() => log.append(payload(1, 5)), /refuses appends/);
-  await log.close();
-  assert.deepEqual(segmentNames(dir), [
-    "00000000000000000001.log",
-    "00000000000000000002.log",
-    "00000000000000000003.log",
-  ]);
-
-  assert.deepEqual(await reopenRecords({ dir }), [...early, during]);
-  assert.deepEqual(segmentNames(dir), ["00000000000000000001.log", "00000000000000000003.log"]);
-  assert.deepEqual(await reopenRecords({ dir }), [...early, during]);
-});
-
-test("a damaged base segment whose older segments are gone makes open throw instead of replaying around it", async (t) => {
-  const dir = tempDir(t);
-  const log = AppendLog.open({ dir }, noReplay);
-  await appendFlushing(log, [payload(10, 1), payload(10, 2)], 2);
-  await log.rewrite([payload(50, 3), payload(50, 4)]);
-  log.append(payload(10, 5));
-  await log.flush();
-  await log.close();
-  assert.deepEqual(segmentNames(dir), ["00000000000000000002.log", "00000000000000000003.log"]);
-  flipByte(segmentPath(dir, 2), segmentHeaderBytes + frameHeaderBytes + 10);
-
-  assert.throws(
-    () => AppendLog.open({ dir }, () => {}),
-    /00000000000000000002\.log at offset 28: a record's payload fails its CRC, in the base that MANIFEST names as complete/,
-  );
-  assert.deepEqual(
-    segmentNames(dir),
-    ["00000000000000000002.log", "00000000000000000003.log"],
-    "nothing deleted",
-  );
-});
-
-test("a segment missing from the middle of the log makes open throw", async (t) => {
-  const dir = tempDir(t);
-  const segmentBytesMax = 256;
-  const log = AppendLog.open({ dir, segmentBytesMax }, noReplay);
-  await appendFlushing(log, records100(6), 2);
-  await log.close();
-  unlinkSync(segmentPath(dir, 2));
-
-  assert.throws(
-    () => AppendLog.open({ dir, segmentBytesMax }, () => {}),
-    /00000000000000000003\.log at offset 0: follows 00000000000000000002\.log, but the log holds 00000000000000000001\.log before it: a segment .* is missing/,
-  );
 });
 
 test("a failed write rejects every pending flush, and the log refuses appends until it is reopened", async (t) => {
