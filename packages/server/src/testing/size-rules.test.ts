@@ -25,7 +25,10 @@ const sourceRoots = ["packages/wire/src", "packages/client/src", "packages/serve
  * fails once a listed file keeps the rules, so that its entry is removed rather than left to rot.
  */
 const notYet = "not yet brought within the rules (the restructuring issue's size rules)";
+const inboxWork = "changed by the inbox work under way; its authors bring it within the rules";
 const pending = new Map<string, string>([
+  ["packages/server/src/broker/inbox-subscription.test.ts", inboxWork],
+  ["packages/server/src/cli/serve.ts", inboxWork],
   ["bench/src/fanout.ts", notYet],
   ["bench/src/hopper-target.ts", notYet],
   ["bench/src/latency.ts", notYet],
