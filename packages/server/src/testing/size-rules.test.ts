@@ -36,7 +36,6 @@ const pending = new Map<string, string>([
   ["bench/src/report.ts", notYet],
   ["bench/src/run.ts", notYet],
   ["bench/src/storage-pattern.ts", notYet],
-  ["packages/server/src/e2e/bad-input.test.ts", notYet],
   ["packages/server/src/e2e/crash.test.ts", notYet],
   ["packages/server/src/e2e/pg-restart.test.ts", notYet],
   ["packages/server/src/protocols/http/app.ts", notYet],
