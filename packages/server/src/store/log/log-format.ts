@@ -31,6 +31,9 @@
  */
 import * as zlib from "node:zlib";
 
+// The sizes and numbers below are the format's, as drawn above, so they stay beside the drawing rather
+// than in limits.ts: changing one changes which files this code reads. recordBytesMax is one of them,
+// since a reader takes a longer length for damage.
 /** A record is one mutation of the store, whose largest request is 10 MiB; the bound also keeps a
  * damaged length from making a reader allocate gigabytes (the frame header's CRC catches a damaged
  * length first; the bound is a second line). */

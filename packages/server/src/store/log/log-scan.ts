@@ -16,7 +16,8 @@ import {
 /** Reads go in chunks of this size (a larger frame is read whole). */
 const readChunkBytes = 1024 * 1024;
 /** The unit a disk writes whole: an unfinished write leaves each such aligned block either written or
- * zero (never stale data: a segment only grows), so a zero block is what "not written" looks like. */
+ * zero (never stale data: a segment only grows), so a zero block is what "not written" looks like. A
+ * fact of the disk that recovery's reading of the format rests on, so it stays here, not in limits.ts. */
 export const diskBlockBytes = 512;
 const frameMagicBytes = Buffer.from([0xb7, 0x1e]);
 

@@ -27,6 +27,7 @@ import { storeDamaged } from "../../errors.js";
 import type { CommitHooks } from "./group-commit.js";
 import * as sql from "./statements.js";
 
+// The layout's own constants, drawn above; they stay here rather than in limits.ts.
 const magic = "HCC1";
 const fileBytes = 16;
 
