@@ -28,6 +28,8 @@ export interface ConnectionFlags {
 export interface Connection {
   client: HopperClient;
   url: string;
+  /** The API key the client sends, for calls the client does not have yet (inbox-commands.ts). */
+  apiKey: string | undefined;
   /** Print each server answer as one line of JSON instead of text for people. */
   json: boolean;
 }
@@ -73,7 +75,7 @@ export function connect(command: Command): Connection {
   const url = pick("url") ?? process.env.HOPPER_URL ?? urlDefault;
   checkUrl(url);
   const apiKey = pick("apiKey") ?? (process.env.HOPPER_API_KEY || undefined);
-  return { client: new HopperClient({ url, apiKey }), url, json: pick("json") === true };
+  return { client: new HopperClient({ url, apiKey }), url, apiKey, json: pick("json") === true };
 }
 
 function ancestors(command: Command): Command[] {

@@ -3,6 +3,7 @@
 import { Command } from "commander";
 import { addDlqCommands } from "./dlq-commands.js";
 import { addConnectionOptions, reportFailure } from "./flags.js";
+import { addInboxCommands } from "./inbox-commands.js";
 import { addLogCommands } from "./log-commands.js";
 import { addMessageCommands } from "./message-commands.js";
 import { addQueueCommands } from "./queue-commands.js";
@@ -56,6 +57,7 @@ addQueueCommands(program);
 addMessageCommands(program);
 addDlqCommands(program);
 addLogCommands(program);
+addInboxCommands(program);
 
 /**
  * Loads the server (Fastify, SQLite, metrics) only when `serve` runs: importing it costs most of a
