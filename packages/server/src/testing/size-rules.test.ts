@@ -40,7 +40,6 @@ const pending = new Map<string, string>([
   ["packages/server/src/e2e/pg-restart.test.ts", notYet],
   ["packages/server/src/protocols/http/app.ts", notYet],
   ["packages/server/src/store/log/differential.test.ts", notYet],
-  ["packages/server/src/store/log/log-recovery.ts", notYet],
   ["packages/server/src/store/log/log-store.test.ts", notYet],
   ["packages/server/src/testing/server-process.ts", notYet],
 ]);

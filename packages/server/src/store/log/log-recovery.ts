@@ -408,26 +408,10 @@ export function recoverLog(
   if (plan.superseded.length > 0) fsyncSync(dirFd);
   outcome.supersededDeleted = plan.superseded.length;
 
-  // Appends continue in the newest segment when it is regular and was written in this durability;
-  // otherwise the next flush starts a new segment.
-  let current: OpenSegment | undefined;
-  if (newestKept !== undefined) {
-    const fd = openSync(newestKept.path, "r+");
-    try {
-      // Bytes written before a crash but never fdatasync'ed may still be only in the page cache; once
-      // replayed they are state that answers rest on, so they are made durable before the store opens.
-      if (plan.cut === undefined) options.syncAtOpen(fd);
-    } catch (error) {
-      closeSync(fd);
-      throw error;
-    }
-    if (!newestKept.header.base && newestKept.header.unsynced === options.unsynced) {
-      const bytes = segmentBytes.get(newestKept.seq) ?? newestKept.fileBytes;
-      current = { fd, fileName: newestKept.fileName, ...newestKept.header, bytes };
-    } else {
-      closeSync(fd);
-    }
-  }
+  const current =
+    newestKept === undefined
+      ? undefined
+      : openNewest(newestKept, segmentBytes, { synced: plan.cut !== undefined, ...options });
   const highestSeq = Math.max(0, ...plan.segments.map((segment) => segment.seq));
   return {
     current,
@@ -437,6 +421,32 @@ export function recoverLog(
     manifest,
     outcome,
   };
+}
+
+/**
+ * Makes the newest kept segment durable (unless its cut already was) and answers it open for appends
+ * when it is regular and was written in this durability; otherwise the next flush starts a new segment.
+ */
+function openNewest(
+  newest: HeadedSegment,
+  segmentBytes: ReadonlyMap<number, number>,
+  options: { synced: boolean; syncAtOpen: (fd: number) => void; unsynced: boolean },
+): OpenSegment | undefined {
+  const fd = openSync(newest.path, "r+");
+  try {
+    // Bytes written before a crash but never fdatasync'ed may still be only in the page cache; once
+    // replayed they are state that answers rest on, so they are made durable before the store opens.
+    if (!options.synced) options.syncAtOpen(fd);
+  } catch (error) {
+    closeSync(fd);
+    throw error;
+  }
+  if (!newest.header.base && newest.header.unsynced === options.unsynced) {
+    const bytes = segmentBytes.get(newest.seq) ?? newest.fileBytes;
+    return { fd, fileName: newest.fileName, ...newest.header, bytes };
+  }
+  closeSync(fd);
+  return undefined;
 }
 
 /** Moves a whole file into set-aside/ (made durable in both directories); answers where it went. */
