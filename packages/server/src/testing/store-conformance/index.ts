@@ -7,6 +7,7 @@
 import { describe } from "node:test";
 import { exchangeTests } from "./exchanges.js";
 import { policySuite, queueSuite, type StoreFactory } from "./harness.js";
+import { inboxTests } from "./inboxes.js";
 import { queueRecordTests, queueUpkeepTests } from "./queue-admin.js";
 import { deadLetterTests } from "./queue-dead-letters.js";
 import { fifoGroupTests, priorityTests } from "./queue-fifo.js";
@@ -38,4 +39,5 @@ export function exerciseStore(factory: StoreFactory): void {
     atMostOnceTests(suite);
     redriveTests(suite);
   });
+  inboxTests(factory);
 }
