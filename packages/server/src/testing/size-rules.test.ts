@@ -33,7 +33,6 @@ const pending = new Map<string, string>([
   ["bench/src/hopper-target.ts", notYet],
   ["bench/src/latency.ts", notYet],
   ["bench/src/options.ts", notYet],
-  ["bench/src/report.ts", notYet],
   ["bench/src/run.ts", notYet],
   ["bench/src/storage-pattern.ts", notYet],
   ["packages/server/src/e2e/crash.test.ts", notYet],
