@@ -47,6 +47,7 @@ export async function runFanout(
   context: WorkloadContext,
   params: { exchange: string; queuePrefix: string; messages: number; bodyBytes: number },
 ): Promise<FanoutResult> {
+  // Over 80 lines: one workload told in order, whose consumers share its ledgers.
   const { target } = context;
   const { exchange, messages, bodyBytes } = params;
   if (!target.createFanout) throw new Error(`${target.label} has no exchanges; the fan-out is Hopper's`);

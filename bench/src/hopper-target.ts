@@ -37,6 +37,7 @@ export async function startHopperTarget(params: {
   publishOver: "http" | "websocket";
   log: (message: string) => void;
 }): Promise<QueueTarget> {
+  // Over 80 lines: one target object whose methods share the servers and clients started before it.
   const { store } = params;
   let serverStore: ServerStore;
   let label: string;

@@ -158,6 +158,7 @@ export const usage = `usage: npm run bench -- queue [--target hopper|skiplocked|
 
 /** Parses the command line; throws an Error whose message is fit to print with the usage. */
 export function parseBenchOptions(argv: string[]): BenchOptions {
+  // Over 80 lines: the table of every flag for parseArgs, then the checks of their values.
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

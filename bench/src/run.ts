@@ -49,6 +49,7 @@ export async function runOne(
   options: BenchOptions,
   shared: { wireCounter: PgWireCounter | undefined; log: (message: string) => void },
 ): Promise<RunReport> {
+  // Over 80 lines: one run told in order: start the target, run each workload, read its costs, close.
   const { log, wireCounter } = shared;
   const startedAt = new Date().toISOString();
   const loadAverage1m = loadavg()[0] ?? Number.NaN;

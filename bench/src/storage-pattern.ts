@@ -176,6 +176,7 @@ const ackRecord = 3;
 const messageHeaderBytes = 13;
 
 function logPattern(dir: string): Pattern {
+  // Over 80 lines: one storage pattern whose operations share the file and its indexes in memory.
   const fd = openSync(join(dir, "queue.log"), "a+");
   let end = 0;
   /** Appends the buffers as one write and makes them durable: one commit. */

@@ -29,12 +29,6 @@ const inboxWork = "changed by the inbox work under way; its authors bring it wit
 const pending = new Map<string, string>([
   ["packages/server/src/broker/inbox-subscription.test.ts", inboxWork],
   ["packages/server/src/cli/serve.ts", inboxWork],
-  ["bench/src/fanout.ts", notYet],
-  ["bench/src/hopper-target.ts", notYet],
-  ["bench/src/latency.ts", notYet],
-  ["bench/src/options.ts", notYet],
-  ["bench/src/run.ts", notYet],
-  ["bench/src/storage-pattern.ts", notYet],
   ["packages/server/src/e2e/crash.test.ts", notYet],
   ["packages/server/src/e2e/pg-restart.test.ts", notYet],
   ["packages/server/src/protocols/http/app.ts", notYet],
