@@ -152,6 +152,7 @@ for (const { name, store, extra } of runs) {
 }
 
 async function crashAndRecover(t: TestContext, options: ServerProcessOptions): Promise<void> {
+  // Over 80 lines: one crash told in order: load, kill -9, restart, then check what survived.
   let server = await startServerProcess(options);
   try {
     const put = await fetch(`${server.url}/v1/queues/${queue}`, {

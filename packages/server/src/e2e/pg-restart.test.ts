@@ -151,6 +151,7 @@ async function restartUnderLoad(
   nodes: ServerProcess[],
   otherClients: () => Promise<string[]>,
 ): Promise<string | undefined> {
+  // Over 80 lines: one restart told in order, whose load loops share the observations it checks.
   const queue = "restart";
   const clients = nodes.map((node) => new HopperClient({ url: node.url, requestTimeoutMs }));
   await clients[0]?.putQueue(queue, {});

@@ -130,6 +130,7 @@ function tail(stream: NodeJS.ReadableStream | null): { text(): string } {
 
 /** Starts `hopper serve --port 0` and resolves once it prints the URL it listens on. */
 export async function startServerProcess(options: ServerProcessOptions): Promise<ServerProcess> {
+  // Over 80 lines: one process start whose listeners share its output, exit and URL.
   if (!existsSync(mainPath)) {
     throw new Error(`${mainPath} is missing; build first: npx tsc -b packages/server`);
   }

@@ -69,6 +69,7 @@ async function sendAndLease(store: Store, queue: string, now: number): Promise<n
  * letters, a redrive, expiry, a purge and deletes. Answers receipts still held at the end.
  */
 async function scenario(store: Store): Promise<{ held: string[]; firstX: string }> {
+  // Over 80 lines: one scenario that drives every kind of change, in order, through the Store.
   const now = t0 + 1000;
   const dlq = { queue: "dlq", maxDeliveries: 2 };
   await store.queueUpsert({ name: "dlq", kind: "standard", attributes, now: t0 });
