@@ -2,14 +2,10 @@ import { type Clock, systemClock } from "./clock.js";
 import { BatchCoalescer } from "./coalescer.js";
 import { type ConsumeOptions, type Consumer, createConsumer } from "./consume.js";
 import { clientErrorCodes, HopperError } from "./errors.js";
-import {
-  fetchTransport,
-  type HttpAnswer,
-  type HttpTransport,
-  nodeHttpAvailable,
-  nodeHttpTransport,
-} from "./http-transport.js";
+import { fetchTransport, type HttpAnswer, type HttpTransport } from "./fetch-transport.js";
+import { Inboxes } from "./inboxes.js";
 import { receiveWaitMsMax, requestTimeoutMsDefault, webSocketSendBytesMax } from "./limits.js";
+import { defaultHttpTransport } from "./platform.js";
 import { SharedSocket } from "./shared-socket.js";
 import { Signals } from "./signals.js";
 import type { SocketTarget } from "./socket.js";
@@ -54,6 +50,11 @@ export interface HopperClientOptions {
   url?: string;
   /** Sent as `Authorization: Bearer <apiKey>`. */
   apiKey?: string;
+  /**
+   * A device token (a JWT the application issued): the client's WebSockets connect as
+   * `/v1/ws?token=…`, for `inboxes.subscribe()` and signals from a browser or a phone.
+   */
+  token?: string;
   /**
    * Sends every HTTP request with this `fetch`, e.g. an in-memory server in tests. Without it the client
    * uses `node:http` with keep-alive connections in Node (less than half the CPU per request of the
@@ -130,6 +131,9 @@ export class HopperClient {
   private readonly receiptBatches = new BatchCoalescer<string, ItemResult>();
   /** Ephemeral signals (typing, presence) over one WebSocket, opened on first use; see signals.ts. */
   readonly signals: Signals;
+  /** A device's inbox subscriptions (with `token`); see inboxes.ts. */
+  readonly inboxes: Inboxes;
+  private readonly token: string | undefined;
   /** The connection `publish()` sends over, with `publishOver: "websocket"`. */
   private readonly publishSocket: SharedSocket | undefined;
 
@@ -139,13 +143,14 @@ export class HopperClient {
     this.clock = options.clock ?? systemClock;
     this.requestTimeoutMs = options.requestTimeoutMs ?? requestTimeoutMsDefault;
     this.onRequest = options.onRequest;
+    this.token = options.token;
     this.http = options.fetch
       ? fetchTransport(options.fetch)
-      : nodeHttpAvailable()
-        ? nodeHttpTransport()
-        : // Calling the global fetch as a method of another object throws "Illegal invocation" in browsers.
-          fetchTransport((input, init) => globalThis.fetch(input, init));
+      : (defaultHttpTransport() ??
+        // Calling the global fetch as a method of another object throws "Illegal invocation" in browsers.
+        fetchTransport((input, init) => globalThis.fetch(input, init)));
     this.signals = new Signals(this.socketTarget());
+    this.inboxes = new Inboxes(this.socketTarget());
     this.publishSocket =
       options.publishOver === "websocket"
         ? new SharedSocket(this.socketTarget(), {
@@ -377,7 +382,13 @@ export class HopperClient {
   }
 
   private socketTarget(): SocketTarget {
-    return { url: this.url, apiKey: this.apiKey, clock: this.clock, requestTimeoutMs: this.requestTimeoutMs };
+    return {
+      url: this.url,
+      apiKey: this.apiKey,
+      token: this.token,
+      clock: this.clock,
+      requestTimeoutMs: this.requestTimeoutMs,
+    };
   }
 
   /** Sends one request and parses its JSON answer; every failure becomes a `HopperError`. */

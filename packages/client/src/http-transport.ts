@@ -4,42 +4,10 @@
 // 354-502 µs for a one-message send, `node bench/dist/http-client-cost.js`, docs/benchmarks.md), which
 // at a few thousand requests a second is most of a core.
 import type { Agent, IncomingMessage } from "node:http";
+import type { HttpAnswer, HttpTransport } from "./fetch-transport.js";
 import { freeSocketIdleMs } from "./limits.js";
 
-/** One request as the client makes it: the body, when there is one, is already JSON text. */
-export interface HttpRequest {
-  method: string;
-  url: string;
-  headers: Record<string, string>;
-  body: string | undefined;
-  signal: AbortSignal;
-}
-
-/** What the client reads of an answer. */
-export interface HttpAnswer {
-  status: number;
-  text: string;
-  retryAfter: string | null;
-}
-
-export interface HttpTransport {
-  /** Resolves with the whole answer; rejects on a network failure or when `signal` aborts. */
-  request(request: HttpRequest): Promise<HttpAnswer>;
-  /** Closes the connections kept open between requests. */
-  close(): void;
-}
-
-/** A transport over `fetch`: the caller's (tests, browsers, instrumented fetches) or the global one. */
-export function fetchTransport(fetchFn: typeof fetch): HttpTransport {
-  return {
-    async request({ method, url, headers, body, signal }) {
-      const response = await fetchFn(url, { method, headers, body, signal });
-      const text = await response.text();
-      return { status: response.status, text, retryAfter: response.headers.get("retry-after") };
-    },
-    close() {},
-  };
-}
+export { fetchTransport, type HttpAnswer, type HttpRequest, type HttpTransport } from "./fetch-transport.js";
 
 /** True where `node:http` can be loaded: Node, and runtimes that provide it (Bun, Deno). */
 export function nodeHttpAvailable(): boolean {

@@ -9,6 +9,17 @@ export {
 export { type Clock, type ClockTimer, systemClock } from "./clock.js";
 export { type ConsumeOptions, type Consumer, prefetchMax } from "./consume.js";
 export { clientErrorCodes, HopperError, type HopperErrorInit } from "./errors.js";
+export {
+  type InboxCursor,
+  type InboxCursorStore,
+  type InboxEntry,
+  Inboxes,
+  type InboxGap,
+  type InboxSubscribeOptions,
+  type InboxSubscription,
+  localStorageCursor,
+  memoryCursor,
+} from "./inboxes.js";
 export { type SignalListener, type SignalSubscription, Signals, type SignalsOptions } from "./signals.js";
 export * from "./types.js";
 export {

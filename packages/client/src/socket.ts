@@ -1,11 +1,12 @@
 // One WebSocket to `/v1/ws` that reconnects by itself. It matches answers to requests by `ref`, hands
 // every other frame (deliveries, signals) to its owner, and tells the owner when a connection opens
 // (to consume or subscribe again) and when it ends (everything held on it is gone).
-import type { RawData, WebSocket } from "ws";
 import { type Clock, type ClockTimer, interruptibleWait } from "./clock.js";
 import { clientErrorCodes, HopperError } from "./errors.js";
 import { receiveBackoffMsMax, receiveBackoffMsMin } from "./limits.js";
+import { openWebSocket } from "./platform.js";
 import type { ErrorBody } from "./types.js";
+import type { ClientWebSocket } from "./web-socket.js";
 
 /**
  * The server pings every 30 s; a connection that has heard nothing for two and a half of those is
@@ -18,6 +19,8 @@ export interface SocketTarget {
   /** The server's base URL, http(s)://… */
   url: string;
   apiKey: string | undefined;
+  /** A device token (JWT): the connection is opened as `/v1/ws?token=…` (browsers send no headers). */
+  token?: string | undefined;
   clock: Clock;
   /** An answer later than this ends the connection, as a request timeout does over HTTP. */
   requestTimeoutMs: number;
@@ -46,18 +49,10 @@ interface PendingAnswer {
   timer: ClockTimer;
 }
 
-let webSocketModule: Promise<typeof import("ws")> | undefined;
-
-/** Loads `ws` on first use, so that importing the client costs nothing where no socket is opened. */
-function loadWebSocket(): Promise<typeof import("ws")> {
-  webSocketModule ??= import("ws");
-  return webSocketModule;
-}
-
 export class SocketSession {
   /** Resolves once close() has run and no connection is open. */
   readonly done: Promise<void>;
-  private socket: WebSocket | undefined;
+  private socket: ClientWebSocket | undefined;
   private stopped = false;
   private nextRef = 1;
   private readonly answers = new Map<number, PendingAnswer>();
@@ -84,7 +79,7 @@ export class SocketSession {
    */
   requestJson(frameJson: string, op: string): Promise<ServerFrame> {
     const socket = this.socket;
-    if (!socket || socket.readyState !== socket.OPEN) {
+    if (!socket?.isOpen) {
       return Promise.reject(
         new HopperError({
           code: clientErrorCodes.network,
@@ -134,14 +129,9 @@ export class SocketSession {
 
   /** Opens one connection and resolves when it has ended: true if it got as far as onOpen's success. */
   private async connectOnce(): Promise<boolean> {
-    const { WebSocket } = await loadWebSocket();
     if (this.stopped) return false;
     const headers: Record<string, string> = {};
     if (this.target.apiKey !== undefined) headers.authorization = `Bearer ${this.target.apiKey}`;
-    const socket = new WebSocket(webSocketUrl(this.target.url), {
-      headers,
-      handshakeTimeout: this.target.requestTimeoutMs,
-    });
     let established = false;
     let reported = false;
     const report = (error: unknown) => {
@@ -149,75 +139,72 @@ export class SocketSession {
       reported = true;
       this.events.onError(error);
     };
+    let socket: ClientWebSocket | undefined;
+    let opened = false;
     return new Promise<boolean>((resolve) => {
-      socket.on("open", () => {
-        if (this.stopped) {
-          socket.close(1000);
-          return;
-        }
-        this.socket = socket;
-        this.heard();
-        this.events.onOpen(this).then(
-          () => {
-            established = true;
-          },
-          (error) => {
-            report(error);
-            socket.close(1000);
-          },
-        );
-      });
-      socket.on("message", (data) => {
-        this.heard();
-        this.onMessage(data);
-      });
-      socket.on("ping", () => this.heard());
-      // The server refused the upgrade with an HTTP answer: read its error body (401, 403, 429).
-      socket.on("unexpected-response", (_request, response) => {
-        let text = "";
-        response.setEncoding("utf8");
-        response.on("data", (chunk: string) => {
-          text += chunk;
-        });
-        response.on("end", () => {
-          const retryAfter = response.headers["retry-after"];
-          report(
-            HopperError.fromResponse(
-              response.statusCode ?? 0,
-              text,
-              typeof retryAfter === "string" ? retryAfter : null,
-            ),
+      const url = webSocketUrl(this.target.url, this.target.token);
+      const options = { headers, handshakeTimeoutMs: this.target.requestTimeoutMs };
+      openWebSocket(url, options, {
+        onOpen: () => {
+          const open = socket as ClientWebSocket;
+          if (this.stopped) {
+            open.close(1000);
+            return;
+          }
+          opened = true;
+          this.socket = open;
+          this.heard();
+          this.events.onOpen(this).then(
+            () => {
+              established = true;
+            },
+            (error) => {
+              report(error);
+              open.close(1000);
+            },
           );
-          socket.terminate();
-        });
-      });
-      socket.on("error", (cause) => {
-        report(
-          new HopperError({
-            code: clientErrorCodes.network,
-            message: `WebSocket: ${cause.message}`,
-            status: 0,
-            cause,
-          }),
-        );
-      });
-      socket.on("close", () => {
-        const wasOpen = this.socket === socket;
-        if (wasOpen) this.socket = undefined;
-        this.stopSilenceTimer();
-        this.rejectAnswers();
-        if (wasOpen) this.events.onClose();
-        resolve(established);
-      });
+        },
+        onMessage: (text) => {
+          this.heard();
+          this.onMessage(text);
+        },
+        onPing: () => this.heard(),
+        onRefused: (status, text, retryAfter) => report(HopperError.fromResponse(status, text, retryAfter)),
+        onError: (cause) =>
+          report(
+            new HopperError({
+              code: clientErrorCodes.network,
+              message: `WebSocket: ${cause.message}`,
+              status: 0,
+              cause,
+            }),
+          ),
+        onClose: () => {
+          const wasOpen = opened && this.socket === socket;
+          if (wasOpen) this.socket = undefined;
+          this.stopSilenceTimer();
+          this.rejectAnswers();
+          if (wasOpen) this.events.onClose();
+          resolve(established);
+        },
+      }).then(
+        (made) => {
+          socket = made;
+        },
+        (error) => {
+          report(error);
+          resolve(false);
+        },
+      );
     });
   }
 
-  private onMessage(data: RawData): void {
+  private onMessage(text: string): void {
     let frame: ServerFrame;
     try {
-      frame = JSON.parse(rawText(data)) as ServerFrame;
+      frame = JSON.parse(text) as ServerFrame;
     } catch (cause) {
-      const message = `frame is not JSON: ${rawText(data).slice(0, 200)}`;
+      const message = `frame is not JSON: ${text.slice(0, 200)}`;
       this.events.onError(
         new HopperError({ code: clientErrorCodes.invalidResponse, message, status: 0, cause }),
       );
@@ -282,9 +269,10 @@ export class SocketSession {
   }
 }
 
-/** http://host:port → ws://host:port/v1/ws (https → wss). */
-export function webSocketUrl(baseUrl: string): string {
-  return `${baseUrl.replace(/^http/, "ws").replace(/\/+$/, "")}/v1/ws`;
+/** http://host:port → ws://host:port/v1/ws (https → wss), with `?token=` for a device. */
+export function webSocketUrl(baseUrl: string, token?: string): string {
+  const url = `${baseUrl.replace(/^http/, "ws").replace(/\/+$/, "")}/v1/ws`;
+  return token === undefined ? url : `${url}?token=${encodeURIComponent(token)}`;
 }
 
 /** Capped exponential back-off between connection attempts: 250 ms, 500 ms, 1 s, … up to 30 s. */
@@ -301,10 +289,4 @@ function errorFrom(frame: ServerFrame): HopperError {
     status: 0,
     ...(body?.details !== undefined && { details: body.details }),
   });
-}
-
-function rawText(data: RawData): string {
-  if (Buffer.isBuffer(data)) return data.toString("utf8");
-  if (Array.isArray(data)) return Buffer.concat(data).toString("utf8");
-  return Buffer.from(data).toString("utf8");
 }
