@@ -30,7 +30,6 @@ const pending = new Map<string, string>([
   ["packages/server/src/broker/inbox-subscription.test.ts", inboxWork],
   ["packages/server/src/cli/serve.ts", inboxWork],
   ["packages/server/src/protocols/http/app.ts", notYet],
-  ["packages/server/src/store/log/log-store.test.ts", notYet],
 ]);
 
 function typeScriptFiles(): string[] {
