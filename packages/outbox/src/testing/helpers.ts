@@ -1,0 +1,116 @@
+/** Small helpers of the outbox's end-to-end tests: child processes, waits for a condition, writes. */
+import { type ChildProcess, spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { HopperClient, type ReceivedMessage } from "@hopper/client";
+import type { Database } from "better-sqlite3";
+import type { Pool } from "pg";
+import type { OutboxEvent } from "../event.js";
+import type { OpenedDatabase } from "../open-database.js";
+import type { TableOptions } from "../tables.js";
+import { writeOutbox } from "../write-outbox.js";
+
+const childPath = fileURLToPath(new URL("./outbox-child.js", import.meta.url));
+const pauseTimeoutMs = 15_000;
+
+export interface PausedChild {
+  readonly child: ChildProcess;
+  /** Resolves with the point and the row ids once the child printed `paused …`. */
+  paused: Promise<{ point: string; ids: string[] }>;
+  kill9(): Promise<void>;
+}
+
+export function spawnOutboxChild(env: Record<string, string>): PausedChild {
+  const child = spawn(process.execPath, [childPath], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...env },
+  });
+  let output = "";
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const paused = new Promise<{ point: string; ids: string[] }>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`child did not pause in ${pauseTimeoutMs} ms: ${output}`)),
+      pauseTimeoutMs,
+    );
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /^paused (\S+) (.*)$/m.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        resolve({ point: match[1] as string, ids: JSON.parse(match[2] as string) });
+      }
+    };
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    void exited.then(() => {
+      clearTimeout(timer);
+      reject(new Error(`child exited before pausing: ${output}`));
+    });
+  });
+  paused.catch(() => {});
+  return {
+    child,
+    paused,
+    async kill9() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      await exited;
+    },
+  };
+}
+
+/** Polls `check` every 20 ms until it returns a value that is not undefined; fails after the timeout. */
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 15_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** Writes the events in one transaction of the application, as an application would. */
+export async function writeEvents(
+  opened: OpenedDatabase,
+  events: OutboxEvent[],
+  tables: TableOptions,
+): Promise<string[]> {
+  if (opened.dialect === "sqlite") {
+    const db = opened.db as Database;
+    return db.transaction(() => events.map((event) => writeOutbox(db, event, tables).id))();
+  }
+  const client = await (opened.db as Pool).connect();
+  try {
+    await client.query("BEGIN");
+    const ids: string[] = [];
+    for (const event of events) ids.push((await writeOutbox(client, event, tables)).id);
+    await client.query("COMMIT");
+    return ids;
+  } finally {
+    client.release();
+  }
+}
+
+/** Receives (and acks) until `count` messages came, in the order received. */
+export async function receiveAll(url: string, queue: string, count: number): Promise<ReceivedMessage[]> {
+  const hopper = new HopperClient({ url });
+  const messages: ReceivedMessage[] = [];
+  try {
+    await waitFor(`${count} messages in ${queue}`, async () => {
+      const batch = await hopper.receive(queue, { max: 100, waitMs: 200 });
+      if (batch.length > 0)
+        await hopper.ack(
+          queue,
+          batch.map((message) => message.receipt),
+        );
+      messages.push(...batch);
+      return messages.length >= count ? true : undefined;
+    });
+    return messages;
+  } finally {
+    await hopper.close();
+  }
+}
