@@ -72,7 +72,7 @@ export class QueueHousekeeping {
       }
       return;
     }
-    if (event.kind === "exchange" || event.kind === "signal") return;
+    if (event.kind === "exchange" || event.kind === "signal" || event.kind === "inbox") return;
     if (event.kind === "queue") {
       this.admin.drop(event.queue);
       scheduler.offer(event.queue, clock.now());

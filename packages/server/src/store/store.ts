@@ -45,14 +45,18 @@ export type Applied = (results: ReceiptResult[]) => void;
 /**
  * What another broker node sharing the store changed: messages of a queue may have become available
  * (a send, a nack, a hand-back), a queue was created, updated or deleted, or an exchange or its
- * bindings changed, or a signal was published through another node. `resync` says changes may
- * have been missed (the store reconnected), so everything cached or waiting should look again.
+ * bindings changed, or a signal was published through another node; `inbox`: entries were appended
+ * to those recipients' logs of an inbox namespace (null: to recipients too many to name in one
+ * notification, or the namespace was created or deleted), so their subscribers look again. `resync`
+ * says changes may have been missed (the store reconnected), so everything cached or waiting should
+ * look again.
  */
 export type StoreEvent =
   | { kind: "messages"; queue: string }
   | { kind: "queue"; queue: string }
   | { kind: "exchange"; exchange: string }
   | { kind: "signal"; channel: string; dataJson: string }
+  | { kind: "inbox"; inbox: string; recipients: string[] | null }
   | { kind: "resync" };
 
 /**

@@ -12,6 +12,9 @@ import * as sql from "./statements/index.js";
 
 /** Whoever holds this advisory lock leads housekeeping. */
 const leaderLockClass = 0x686f7071;
+/** An inbox NOTIFY names its recipients up to this payload size; PostgreSQL's limit is 8,000 bytes,
+ * and the margin leaves room for the namespace's name and the JSON around it never to pass it. */
+const inboxNotifyPayloadBytesMax = 7_900;
 
 export interface PostgresClusterLinkOptions {
   /** How often the node says it is present to the others (events.ts); tests shorten it. */
@@ -104,6 +107,26 @@ export class PostgresClusterLink implements ClusterLink {
   /** Announces the queues (announceCommitted) once the transaction on `client` has committed. */
   announceOnCommit(client: Client, ...queues: readonly string[]): void {
     for (const queue of queues) this.db.afterCommit(client, () => this.announceCommitted(queue));
+  }
+
+  /**
+   * Tells the other nodes, once the transaction on `client` has committed, that entries were appended
+   * to these recipients of inbox namespace `inbox`: one NOTIFY per append, sent after the commit for
+   * the reason announceCommitted gives, and only while another node listens. A payload that would pass
+   * inboxNotifyPayloadBytesMax names no recipient (null), and every subscriber of the namespace looks
+   * again: PostgreSQL refuses a payload of 8,000 bytes or more.
+   */
+  announceInboxOnCommit(client: Client, inbox: string, recipients: readonly string[]): void {
+    this.db.afterCommit(client, () => {
+      if (!this.events.othersListening()) return;
+      let payload = this.events.encode({ kind: "inbox", inbox, recipients: [...recipients] });
+      if (Buffer.byteLength(payload) > inboxNotifyPayloadBytesMax) {
+        payload = this.events.encode({ kind: "inbox", inbox, recipients: null });
+      }
+      this.db.statement(sql.notify, [this.events.channel, payload]).catch(() => {
+        // Unreachable database: the other nodes' subscribers catch up at their next read or resync.
+      });
+    });
   }
 
   /** Queues a notification that other nodes receive when (and only if) the transaction commits. */

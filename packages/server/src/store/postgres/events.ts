@@ -43,9 +43,12 @@ const presenceIntervalsPerTimeout = 3;
 interface Payload {
   /** The node (or "app", for an application's own transaction) that committed the change. */
   n: string;
-  k: "messages" | "queue" | "exchange" | "signal" | "present" | "welcome";
-  /** The queue's, the exchange's or the signal channel's name; absent in presence messages. */
+  k: "messages" | "queue" | "exchange" | "signal" | "inbox" | "present" | "welcome";
+  /** The queue's, the exchange's, the signal channel's or the inbox namespace's name; absent in
+   * presence messages. */
   q?: string;
+  /** An inbox event's recipients; absent or null: the whole namespace. */
+  r?: string[] | null;
   /** A signal's data, as JSON text. */
   d?: string;
   /** The node a `welcome` answers; absent from nodes of earlier versions, whose welcomes all resync. */
@@ -59,10 +62,10 @@ export function channelFor(schema: string): string {
 
 /** The NOTIFY payload of one change, committed by `nodeId`. */
 export function encodeEvent(nodeId: string, event: Exclude<StoreEvent, { kind: "resync" }>): string {
-  const payload: Payload =
-    event.kind === "signal"
-      ? { n: nodeId, k: "signal", q: event.channel, d: event.dataJson }
-      : { n: nodeId, k: event.kind, q: event.kind === "exchange" ? event.exchange : event.queue };
+  let payload: Payload;
+  if (event.kind === "signal") payload = { n: nodeId, k: "signal", q: event.channel, d: event.dataJson };
+  else if (event.kind === "inbox") payload = { n: nodeId, k: "inbox", q: event.inbox, r: event.recipients };
+  else payload = { n: nodeId, k: event.kind, q: event.kind === "exchange" ? event.exchange : event.queue };
   return JSON.stringify(payload);
 }
 
@@ -187,6 +190,7 @@ export class StoreEvents {
     if (payload.k === "exchange") this.emit({ kind: "exchange", exchange: name });
     else if (payload.k === "signal")
       this.emit({ kind: "signal", channel: name, dataJson: payload.d ?? "null" });
+    else if (payload.k === "inbox") this.emit({ kind: "inbox", inbox: name, recipients: payload.r ?? null });
     else this.emit({ kind: payload.k, queue: name });
   }
 
