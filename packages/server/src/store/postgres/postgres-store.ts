@@ -6,14 +6,17 @@
  * holds the housekeeping lock while this node leads.
  *
  * This file composes the parts and owns their lifetime: the pool (database.ts), the queues
- * (queue-store.ts and the queue-*.ts files it uses), the exchanges (exchange-store.ts) and the link
- * between nodes (cluster-link.ts, events.ts).
+ * (queue-store.ts and the queue-*.ts files it uses), the exchanges (exchange-store.ts), the inboxes
+ * (inbox-store.ts and the inbox-*.ts files it uses) and the link between nodes (cluster-link.ts,
+ * events.ts).
  */
 import type { Random } from "../../random.js";
+import type { InboxStore } from "../inbox-store.js";
 import type { Store, StoreEvent } from "../store.js";
 import { PostgresClusterLink } from "./cluster-link.js";
 import { PostgresDatabase } from "./database.js";
 import { PostgresExchangeStore } from "./exchange-store.js";
+import { PostgresInboxStore } from "./inbox-store.js";
 import { QueueContext } from "./queue-context.js";
 import { PostgresQueueStore } from "./queue-store.js";
 import { checkSchemaName } from "./schema.js";
@@ -34,8 +37,10 @@ export interface PostgresStoreOptions {
 
 /** The params object of the Store method `name`. */
 type Params<Name extends keyof Store> = Store[Name] extends (params: infer P) => unknown ? P : never;
+/** The params object of the InboxStore method `name` (InboxStore joins Store once every store has it). */
+type InboxParams<Name extends keyof InboxStore> = Parameters<InboxStore[Name]>[0];
 
-export class PostgresStore implements Store {
+export class PostgresStore implements Store, InboxStore {
   /** Writes run side by side on pooled connections; each commits when it is done. */
   readonly commitsInCallOrder = false;
   readonly schema: string;
@@ -43,6 +48,7 @@ export class PostgresStore implements Store {
   private readonly link: PostgresClusterLink;
   private readonly queues: PostgresQueueStore;
   private readonly exchanges: PostgresExchangeStore;
+  private readonly inboxes: PostgresInboxStore;
 
   private constructor(options: PostgresStoreOptions, schema: string) {
     this.schema = schema;
@@ -59,6 +65,7 @@ export class PostgresStore implements Store {
     const context = new QueueContext(this.db, this.link, options.random);
     this.queues = new PostgresQueueStore(context);
     this.exchanges = new PostgresExchangeStore(context);
+    this.inboxes = new PostgresInboxStore(this.db, this.link);
   }
 
   /** Connects, creates the schema and applies migrations, then starts listening. */
@@ -193,5 +200,51 @@ export class PostgresStore implements Store {
 
   bindingDelete(params: Params<"bindingDelete">) {
     return this.exchanges.bindingDelete(params);
+  }
+
+  // Inboxes (inbox-store.ts).
+
+  inboxUpsert(params: InboxParams<"inboxUpsert">) {
+    return this.inboxes.inboxUpsert(params);
+  }
+
+  inboxGet(params: InboxParams<"inboxGet">) {
+    return this.inboxes.inboxGet(params);
+  }
+
+  inboxList() {
+    return this.inboxes.inboxList();
+  }
+
+  inboxDelete(params: InboxParams<"inboxDelete">) {
+    return this.inboxes.inboxDelete(params);
+  }
+
+  inboxAppend(params: InboxParams<"inboxAppend">) {
+    return this.inboxes.inboxAppend(params);
+  }
+
+  inboxRead(params: InboxParams<"inboxRead">) {
+    return this.inboxes.inboxRead(params);
+  }
+
+  inboxAck(params: InboxParams<"inboxAck">) {
+    return this.inboxes.inboxAck(params);
+  }
+
+  inboxDeviceSeen(params: InboxParams<"inboxDeviceSeen">) {
+    return this.inboxes.inboxDeviceSeen(params);
+  }
+
+  inboxDeviceDelete(params: InboxParams<"inboxDeviceDelete">) {
+    return this.inboxes.inboxDeviceDelete(params);
+  }
+
+  inboxRecipientGet(params: InboxParams<"inboxRecipientGet">) {
+    return this.inboxes.inboxRecipientGet(params);
+  }
+
+  inboxSweep(params: InboxParams<"inboxSweep">) {
+    return this.inboxes.inboxSweep(params);
   }
 }

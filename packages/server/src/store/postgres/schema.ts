@@ -23,6 +23,15 @@
  *   head; the lock order is written in message-writes.ts.
  * - dedup: per queue, each dedupId with the id of the message stored under it, until its window ends
  *   (expires_at), acked or not. The primary key makes concurrent sends of one dedupId store it once.
+ * - inboxes (migration 4; inbox-store.ts has the lock order): a namespace row, its counters spread over
+ *   shards as a queue's are, and per recipient one inbox_recipients row (head, trimmed_through, the head
+ *   it was last skipped after), locked by every write to that recipient's log. oldest = trimmed_through
+ *   + 1 and depth = head - trimmed_through: the retained entries are always that contiguous range. An
+ *   append stores its message once in inbox_bodies, whose `entries` counts the entries naming it; the
+ *   trim that takes it to 0 deletes it. inbox_ids remembers (recipient, message id) → seq until
+ *   expires_at. Inbox tables have no foreign keys: inboxDelete deletes by inbox_id from each, and an
+ *   inbox_id is never reused, so nothing of a deleted namespace can show in one created again; the
+ *   append's inserts pay for no key checks.
  */
 /** Counters are spread over this many rows per queue (queue_counters, above). */
 export const counterShards = 16;
@@ -133,5 +142,82 @@ export const migrations: readonly string[] = [
   );
   -- The retention sweep forgets the dedupIds whose window ended.
   CREATE INDEX dedup_by_expiry ON dedup (queue_id, expires_at);
+  `,
+  `
+  CREATE TABLE inboxes (
+    inbox_id   bigserial PRIMARY KEY,
+    name       text NOT NULL UNIQUE,
+    epoch      text NOT NULL,
+    attributes jsonb NOT NULL,
+    created_at bigint NOT NULL
+  );
+
+  CREATE TABLE inbox_counters (
+    inbox_id          bigint NOT NULL,
+    shard             smallint NOT NULL,
+    appended          bigint NOT NULL DEFAULT 0,
+    duplicates        bigint NOT NULL DEFAULT 0,
+    skipped           bigint NOT NULL DEFAULT 0,
+    acked             bigint NOT NULL DEFAULT 0,
+    expired           bigint NOT NULL DEFAULT 0,
+    overflowed        bigint NOT NULL DEFAULT 0,
+    devices_forgotten bigint NOT NULL DEFAULT 0,
+    recipients        bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (inbox_id, shard)
+  ) WITH (fillfactor = 50);
+
+  -- Rewritten by every append to the recipient: room in the page keeps the updates HOT.
+  CREATE TABLE inbox_recipients (
+    inbox_id        bigint NOT NULL,
+    recipient       text NOT NULL,
+    head            bigint NOT NULL DEFAULT 0,
+    trimmed_through bigint NOT NULL DEFAULT 0,
+    skipped_after   bigint,
+    PRIMARY KEY (inbox_id, recipient)
+  ) WITH (fillfactor = 70);
+
+  CREATE TABLE inbox_bodies (
+    body_id      bigserial PRIMARY KEY,
+    inbox_id     bigint NOT NULL,
+    message_id   text NOT NULL,
+    body         bytea NOT NULL,
+    content_type text NOT NULL,
+    headers      jsonb NOT NULL,
+    entries      integer NOT NULL
+  );
+  CREATE INDEX inbox_bodies_by_inbox ON inbox_bodies (inbox_id);
+
+  CREATE TABLE inbox_entries (
+    inbox_id    bigint NOT NULL,
+    recipient   text NOT NULL,
+    seq         bigint NOT NULL,
+    body_id     bigint NOT NULL,
+    appended_at bigint NOT NULL,
+    PRIMARY KEY (inbox_id, recipient, seq)
+  );
+  -- The maxAgeMs sweep finds the oldest entries of a namespace here.
+  CREATE INDEX inbox_entries_by_age ON inbox_entries (inbox_id, appended_at);
+
+  CREATE TABLE inbox_devices (
+    inbox_id     bigint NOT NULL,
+    recipient    text NOT NULL,
+    device       text NOT NULL,
+    cursor       bigint NOT NULL,
+    last_seen_at bigint NOT NULL,
+    PRIMARY KEY (inbox_id, recipient, device)
+  );
+  -- The sweep finds the devices unseen for forgetDeviceAfterMs here.
+  CREATE INDEX inbox_devices_by_last_seen ON inbox_devices (inbox_id, last_seen_at);
+
+  CREATE TABLE inbox_ids (
+    inbox_id   bigint NOT NULL,
+    recipient  text NOT NULL,
+    message_id text NOT NULL,
+    seq        bigint NOT NULL,
+    expires_at bigint NOT NULL,
+    PRIMARY KEY (inbox_id, recipient, message_id)
+  );
+  -- The sweep forgets the ids whose window ended.
+  CREATE INDEX inbox_ids_by_expiry ON inbox_ids (inbox_id, expires_at);
   `,
 ];

@@ -8,6 +8,7 @@
  */
 export * from "./cluster.js";
 export * from "./exchanges.js";
+export * from "./inboxes.js";
 export * from "./leases.js";
 export * from "./messages.js";
 export * from "./queues.js";

@@ -1,0 +1,324 @@
+/**
+ * The statements on inbox namespaces and their per-recipient logs (schema.ts migration 4 has the
+ * tables; inbox-store.ts the lock order every transaction keeps). Recipients are always taken in
+ * `recipient COLLATE "C"` order: byte order, the same on every node whatever the database's collation.
+ */
+
+/** The inbox counter columns; a namespace's record sums them over their shards. */
+export type InboxCounterColumn =
+  | "appended"
+  | "duplicates"
+  | "skipped"
+  | "acked"
+  | "expired"
+  | "overflowed"
+  | "devices_forgotten"
+  | "recipients";
+
+/** A namespace with its counters summed over their shards (`c`), as float8, which holds them exactly. */
+const inboxWithCounters = `
+  SELECT i.inbox_id, i.name, i.epoch, i.attributes, i.created_at,
+    coalesce(sum(c.appended), 0)::float8 AS appended,
+    coalesce(sum(c.duplicates), 0)::float8 AS duplicates,
+    coalesce(sum(c.skipped), 0)::float8 AS skipped,
+    coalesce(sum(c.acked), 0)::float8 AS acked,
+    coalesce(sum(c.expired), 0)::float8 AS expired,
+    coalesce(sum(c.overflowed), 0)::float8 AS overflowed,
+    coalesce(sum(c.devices_forgotten), 0)::float8 AS devices_forgotten,
+    coalesce(sum(c.recipients), 0)::float8 AS recipients
+  FROM inboxes i LEFT JOIN inbox_counters c USING (inbox_id)`;
+
+/** $1 name. Returns: the namespace with its counters, or no row. */
+export const inboxSelectByName = `${inboxWithCounters} WHERE i.name = $1 GROUP BY i.inbox_id`;
+
+/** Returns: every namespace with its counters, by name (byte order). */
+export const inboxSelectAll = `${inboxWithCounters} GROUP BY i.inbox_id ORDER BY i.name COLLATE "C"`;
+
+/** Returns: { n } the number of namespaces. */
+export const inboxCount = `SELECT count(*)::int AS n FROM inboxes`;
+
+/** $1 name. Returns: { inbox_id } locked against deletion and other upserts, not against appends. */
+export const inboxLockForUpdate = `SELECT inbox_id FROM inboxes WHERE name = $1 FOR NO KEY UPDATE`;
+
+/** $1 name. Returns: { inbox_id } locked against everything: every write waits, then finds it gone. */
+export const inboxLockForDelete = `SELECT inbox_id FROM inboxes WHERE name = $1 FOR UPDATE`;
+
+/** $1 name. Returns: { inbox_id, attributes } locked against deletion until commit. */
+export const inboxLockShared = `SELECT inbox_id, attributes FROM inboxes WHERE name = $1 FOR KEY SHARE`;
+
+/** $1 name, $2 epoch, $3 attributes (JSON), $4 createdAt. Returns: { inbox_id }, or no row if a
+ * concurrent create took the name. */
+export const inboxInsert = `
+  INSERT INTO inboxes (name, epoch, attributes, created_at) VALUES ($1, $2, $3, $4)
+  ON CONFLICT (name) DO NOTHING RETURNING inbox_id`;
+
+/** $1 inboxId, $2 attributes (JSON). */
+export const inboxUpdateAttributes = `UPDATE inboxes SET attributes = $2 WHERE inbox_id = $1`;
+
+/** $1 inboxId. Deletes the namespace and every row of it (the inbox tables have no foreign keys).
+ * Returns: { removed } the entries deleted. */
+export const inboxDeleteAll = `
+  WITH entries AS (DELETE FROM inbox_entries WHERE inbox_id = $1 RETURNING 1),
+  bodies AS (DELETE FROM inbox_bodies WHERE inbox_id = $1),
+  recipients AS (DELETE FROM inbox_recipients WHERE inbox_id = $1),
+  devices AS (DELETE FROM inbox_devices WHERE inbox_id = $1),
+  ids AS (DELETE FROM inbox_ids WHERE inbox_id = $1),
+  counters AS (DELETE FROM inbox_counters WHERE inbox_id = $1),
+  inbox AS (DELETE FROM inboxes WHERE inbox_id = $1)
+  SELECT count(*)::float8 AS removed FROM entries`;
+
+/**
+ * $1 name, $2 recipients (distinct). Locks the namespace against deletion and creates the recipients'
+ * rows that are missing, in byte order, so that concurrent creators of the same rows wait for each
+ * other in one order. Returns: { inbox_id, attributes, created } when the namespace exists (created:
+ * rows made), else no row.
+ */
+export const inboxRecipientsEnsure = `
+  WITH i AS (SELECT inbox_id, attributes FROM inboxes WHERE name = $1 FOR KEY SHARE),
+  created AS (
+    INSERT INTO inbox_recipients (inbox_id, recipient)
+    SELECT i.inbox_id, u.recipient FROM i, unnest($2::text[]) AS u(recipient)
+    ORDER BY u.recipient COLLATE "C"
+    ON CONFLICT (inbox_id, recipient) DO NOTHING
+    RETURNING 1
+  )
+  SELECT i.inbox_id, i.attributes, (SELECT count(*) FROM created)::int AS created FROM i`;
+
+/**
+ * $1 inboxId, $2 recipients. Locks the recipients' rows in byte order (LockRows runs above the sort),
+ * the lock every write to a recipient's log, devices or ids holds first. Returns: { recipient, head,
+ * trimmed_through, skipped_after } of each row there, as locked (the newest version).
+ */
+export const inboxRecipientsLock = `
+  SELECT recipient, head, trimmed_through, skipped_after FROM inbox_recipients
+  WHERE inbox_id = $1 AND recipient = ANY($2::text[])
+  ORDER BY recipient COLLATE "C"
+  FOR NO KEY UPDATE`;
+
+/**
+ * $1 inboxId, $2 recipients, $3 messageId, $4 now. Run after inboxRecipientsLock, so its snapshot holds
+ * every append committed to these recipients before. Returns per recipient: { recipient,
+ * remembered_seq } the seq the message id was appended at while remembered (else NULL), and
+ * { last_seen_at } the latest sighting of any of its devices (NULL: none).
+ */
+export const inboxAppendLookup = `
+  SELECT u.recipient,
+    (SELECT x.seq FROM inbox_ids x
+     WHERE x.inbox_id = $1 AND x.recipient = u.recipient AND x.message_id = $3 AND x.expires_at > $4) AS remembered_seq,
+    (SELECT max(d.last_seen_at) FROM inbox_devices d
+     WHERE d.inbox_id = $1 AND d.recipient = u.recipient) AS last_seen_at
+  FROM unnest($2::text[]) AS u(recipient)`;
+
+/** Given rows `(body_id)` of deleted entries (a CTE named by `deleted`): takes one from each body's
+ * count of entries. Returns the CTE `released` (body_id, entries) of the bodies counted down. */
+const releaseBodies = (deleted: string) => `
+  released AS (
+    UPDATE inbox_bodies b SET entries = b.entries - o.n
+    FROM (SELECT body_id, count(*)::int AS n FROM ${deleted} GROUP BY body_id) o
+    WHERE b.body_id = o.body_id
+    RETURNING b.body_id, b.entries
+  )`;
+
+/** The bodies `released` counted down to no entry: the caller deletes them (inboxBodiesDelete). */
+const emptiedBodies = `coalesce((SELECT array_agg(body_id) FROM released WHERE entries = 0), '{}') AS emptied`;
+
+/**
+ * One append's writes, all recipients in one statement, under the recipients' locks
+ * (inboxRecipientsLock): the body once, an entry per appended recipient, its id remembered, its head
+ * moved, its entries beyond maxDepth trimmed; the skipped recipients' skipped_after; the counters.
+ * $1 inboxId, $2 appended recipients, $3 their new seqs, $4 their trimmed_through as locked,
+ * $5 skipped recipients, $6 messageId, $7 body, $8 contentType, $9 headers (JSON), $10 now,
+ * $11 expiresAt of the remembered ids (NULL: none remembered), $12 maxDepth, $13 counter shard,
+ * $14 duplicates, $15 recipient rows created. Returns: { overflowed, emptied }.
+ */
+export const inboxAppendWrite = `
+  WITH appended AS (
+    SELECT * FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS a(recipient, seq, trimmed_through)
+  ),
+  body AS (
+    INSERT INTO inbox_bodies (inbox_id, message_id, body, content_type, headers, entries)
+    SELECT $1, $6, $7, $8, $9::jsonb, count(*) FROM appended HAVING count(*) > 0
+    RETURNING body_id
+  ),
+  entries AS (
+    INSERT INTO inbox_entries (inbox_id, recipient, seq, body_id, appended_at)
+    SELECT $1, a.recipient, a.seq, body.body_id, $10 FROM appended a, body
+  ),
+  remembered AS (
+    INSERT INTO inbox_ids AS x (inbox_id, recipient, message_id, seq, expires_at)
+    SELECT $1, a.recipient, $6, a.seq, $11 FROM appended a WHERE $11::bigint IS NOT NULL
+    ON CONFLICT (inbox_id, recipient, message_id) DO UPDATE SET seq = excluded.seq, expires_at = excluded.expires_at
+  ),
+  overflowed AS (
+    DELETE FROM inbox_entries e USING appended a
+    WHERE e.inbox_id = $1 AND e.recipient = a.recipient AND e.seq > a.trimmed_through AND e.seq <= a.seq - $12
+    RETURNING e.body_id
+  ),
+  heads AS (
+    UPDATE inbox_recipients r SET head = a.seq, trimmed_through = greatest(r.trimmed_through, a.seq - $12)
+    FROM appended a WHERE r.inbox_id = $1 AND r.recipient = a.recipient
+  ),
+  skips AS (
+    UPDATE inbox_recipients r SET skipped_after = r.head
+    WHERE r.inbox_id = $1 AND r.recipient = ANY($5::text[])
+  ),
+  ${releaseBodies("overflowed")},
+  counted AS (
+    INSERT INTO inbox_counters AS c (inbox_id, shard, appended, duplicates, skipped, overflowed, recipients)
+    SELECT $1, $13, cardinality($2::text[]), $14, cardinality($5::text[]), (SELECT count(*) FROM overflowed), $15
+    ON CONFLICT (inbox_id, shard) DO UPDATE SET
+      appended = c.appended + excluded.appended,
+      duplicates = c.duplicates + excluded.duplicates,
+      skipped = c.skipped + excluded.skipped,
+      overflowed = c.overflowed + excluded.overflowed,
+      recipients = c.recipients + excluded.recipients
+  )
+  SELECT (SELECT count(*) FROM overflowed)::int AS overflowed, ${emptiedBodies}`;
+
+/** $1 bodyIds. Deletes bodies that no entry names any more (`emptied` of a trim). */
+export const inboxBodiesDelete = `DELETE FROM inbox_bodies WHERE body_id = ANY($1::bigint[]) AND entries = 0`;
+
+/**
+ * Trims a prefix of each target recipient's log, under its lock: deletes its entries in (after,
+ * through], sets trimmed_through = through, counts them down from their bodies and adds them to
+ * `counter`. `targets` is a query of rows (recipient, after, through) with through > after, using $1
+ * inboxId; $2 is the counter shard; further parameters are the targets'. Returns: { trimmed, emptied }.
+ */
+const trimStatement = (targets: string, counter: InboxCounterColumn) => `
+  WITH t AS (${targets}),
+  moved AS (
+    UPDATE inbox_recipients r SET trimmed_through = t.through
+    FROM t WHERE r.inbox_id = $1 AND r.recipient = t.recipient
+  ),
+  trimmed AS (
+    DELETE FROM inbox_entries e USING t
+    WHERE e.inbox_id = $1 AND e.recipient = t.recipient AND e.seq > t.after AND e.seq <= t.through
+    RETURNING e.body_id
+  ),
+  ${releaseBodies("trimmed")},
+  counted AS (
+    INSERT INTO inbox_counters AS c (inbox_id, shard, ${counter})
+    SELECT $1, $2, count(*) FROM trimmed HAVING count(*) > 0
+    ON CONFLICT (inbox_id, shard) DO UPDATE SET ${counter} = c.${counter} + excluded.${counter}
+  )
+  SELECT (SELECT count(*) FROM trimmed)::int AS trimmed, ${emptiedBodies}`;
+
+/**
+ * $1 inboxId, $2 shard, $3 recipients (locked), $4 now - forgetDeviceAfterMs. Trims, counted as acked,
+ * what every active device (last seen after $4) of each recipient has acked: up to the lowest of their
+ * cursors. A recipient with no active device keeps its entries (they wait, bounded by maxDepth and
+ * maxAgeMs). Returns: { trimmed, emptied }.
+ */
+export const inboxTrimAcked = trimStatement(
+  `SELECT * FROM (
+    SELECT r.recipient, r.trimmed_through AS after,
+      least(r.head, (SELECT min(d.cursor) FROM inbox_devices d
+                     WHERE d.inbox_id = $1 AND d.recipient = r.recipient AND d.last_seen_at > $4)) AS through
+    FROM inbox_recipients r WHERE r.inbox_id = $1 AND r.recipient = ANY($3::text[])
+  ) x WHERE x.through > x.after`,
+  "acked",
+);
+
+/**
+ * $1 inboxId, $2 shard, $3 recipients (locked), $4 the seq each is expired through. Trims, counted as
+ * expired, each recipient's entries up to its seq (never past its head). Returns: { trimmed, emptied }.
+ */
+export const inboxTrimExpired = trimStatement(
+  `SELECT * FROM (
+    SELECT r.recipient, r.trimmed_through AS after, least(r.head, u.through) AS through
+    FROM unnest($3::text[], $4::bigint[]) AS u(recipient, through)
+    JOIN inbox_recipients r ON r.inbox_id = $1 AND r.recipient = u.recipient
+  ) x WHERE x.through > x.after`,
+  "expired",
+);
+
+/**
+ * $1 inboxId, $2 appendedAtMax (now - maxAgeMs), $3 max. The entries past maxAgeMs, at most `max`,
+ * oldest first. Returns: { recipient, through } the highest such seq of each recipient; a recipient's
+ * entries are appended in time order, so its expired ones are the prefix up to it.
+ */
+export const inboxExpiredSelect = `
+  SELECT recipient, max(seq) AS through FROM (
+    SELECT recipient, seq FROM inbox_entries WHERE inbox_id = $1 AND appended_at <= $2
+    ORDER BY appended_at, seq LIMIT $3
+  ) x GROUP BY recipient`;
+
+/**
+ * $1 inboxId, $2 lastSeenAtMax (now - forgetDeviceAfterMs), $3 max. Returns: { recipient, device } of
+ * at most `max` devices unseen since $2, least recently seen first.
+ */
+export const inboxDevicesUnseenSelect = `
+  SELECT recipient, device FROM inbox_devices WHERE inbox_id = $1 AND last_seen_at <= $2
+  ORDER BY last_seen_at LIMIT $3`;
+
+/**
+ * $1 inboxId, $2 recipients, $3 devices (pairwise), $4 lastSeenAtMax. Forgets those devices still
+ * unseen since $4, under their recipients' locks. Returns: { recipient } of each device forgotten.
+ */
+export const inboxDevicesForget = `
+  DELETE FROM inbox_devices d USING unnest($2::text[], $3::text[]) AS u(recipient, device)
+  WHERE d.inbox_id = $1 AND d.recipient = u.recipient AND d.device = u.device AND d.last_seen_at <= $4
+  RETURNING d.recipient`;
+
+/** $1 inboxId, $2 shard, $3 how many: adds to one counter of the namespace (`column`). */
+export const inboxCounterAdd = (column: InboxCounterColumn) => `
+  INSERT INTO inbox_counters AS c (inbox_id, shard, ${column}) VALUES ($1, $2, $3)
+  ON CONFLICT (inbox_id, shard) DO UPDATE SET ${column} = c.${column} + excluded.${column}`;
+
+/** inboxCounterAdd of the devices forgotten and of the recipient rows created outside an append. */
+export const inboxCountDevicesForgotten = inboxCounterAdd("devices_forgotten");
+export const inboxCountRecipients = inboxCounterAdd("recipients");
+
+/** $1 inboxId, $2 now, $3 max. Forgets up to `max` remembered ids whose window ended; ids an append
+ * holds right now are skipped (it may be remembering them anew). Returns: rowCount. */
+export const inboxIdsForget = `
+  DELETE FROM inbox_ids WHERE (inbox_id, recipient, message_id) IN (
+    SELECT inbox_id, recipient, message_id FROM inbox_ids WHERE inbox_id = $1 AND expires_at <= $2
+    LIMIT $3 FOR UPDATE SKIP LOCKED)`;
+
+/**
+ * $1 inboxId, $2 recipient (locked), $3 device, $4 cursor, $5 now, $6 devicesMax, $7 advance. Records
+ * the device as seen at $5 (never earlier than it was), creating it with cursor $4 unless the recipient
+ * already has devicesMax devices; an existing device's cursor moves to $4 only when $7 and forward.
+ * Returns: { cursor } the device's cursor, or no row when refused for the device limit.
+ */
+export const inboxDeviceUpsert = `
+  INSERT INTO inbox_devices AS d (inbox_id, recipient, device, cursor, last_seen_at)
+  SELECT $1, $2, $3, $4, $5
+  WHERE EXISTS (SELECT 1 FROM inbox_devices WHERE inbox_id = $1 AND recipient = $2 AND device = $3)
+    OR (SELECT count(*) FROM inbox_devices WHERE inbox_id = $1 AND recipient = $2) < $6
+  ON CONFLICT (inbox_id, recipient, device) DO UPDATE SET
+    cursor = CASE WHEN $7 THEN greatest(d.cursor, excluded.cursor) ELSE d.cursor END,
+    last_seen_at = greatest(d.last_seen_at, excluded.last_seen_at)
+  RETURNING cursor`;
+
+/** $1 inboxId, $2 recipient (locked), $3 device. Returns: rowCount 1 if it was there. */
+export const inboxDeviceDelete = `
+  DELETE FROM inbox_devices WHERE inbox_id = $1 AND recipient = $2 AND device = $3`;
+
+/**
+ * $1 name, $2 recipient, $3 after, $4 limit. A recipient's position and its entries after `after`, in
+ * one statement so from one snapshot: a first row with seq 0 holds the state (head, trimmed_through,
+ * skipped_after, devices as JSON, epoch); the rows after it are the entries, at most `limit`, in seq
+ * order. No row when the namespace does not exist. A recipient never appended to has head 0.
+ */
+export const inboxReadStatement = `
+  WITH s AS (
+    SELECT i.inbox_id, i.epoch, coalesce(r.head, 0) AS head, coalesce(r.trimmed_through, 0) AS trimmed_through,
+      r.skipped_after,
+      coalesce((SELECT json_agg(json_build_object('device', d.device, 'cursor', d.cursor,
+                  'lastSeenAt', d.last_seen_at) ORDER BY d.device COLLATE "C")
+                FROM inbox_devices d WHERE d.inbox_id = i.inbox_id AND d.recipient = $2), '[]') AS devices
+    FROM inboxes i LEFT JOIN inbox_recipients r ON r.inbox_id = i.inbox_id AND r.recipient = $2
+    WHERE i.name = $1
+  )
+  SELECT 0::bigint AS seq, s.epoch, s.head, s.trimmed_through, s.skipped_after, s.devices,
+    NULL::text AS message_id, NULL::bytea AS body, NULL::text AS content_type, NULL::jsonb AS headers,
+    NULL::bigint AS appended_at
+  FROM s
+  UNION ALL (
+    SELECT e.seq, NULL, NULL, NULL, NULL, NULL, b.message_id, b.body, b.content_type, b.headers, e.appended_at
+    FROM s JOIN inbox_entries e ON e.inbox_id = s.inbox_id AND e.recipient = $2 AND e.seq > $3
+    JOIN inbox_bodies b ON b.body_id = e.body_id
+    ORDER BY e.seq LIMIT $4
+  )`;
