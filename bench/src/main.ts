@@ -79,6 +79,9 @@ async function closeEverything(wireCounter: PgWireCounter | undefined): Promise<
 }
 
 async function main(): Promise<number> {
+  // The outbox bench measures an application's database and the relay, not a broker target: its own flags.
+  if (process.argv[2] === "outbox")
+    return (await import("./outbox.js")).runOutboxBench(process.argv.slice(3));
   let options: BenchOptions;
   try {
     options = parseBenchOptions(process.argv.slice(2));

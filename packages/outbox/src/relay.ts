@@ -34,6 +34,8 @@ export interface RelayOptions extends TableOptions {
   batchRowsMax?: number;
   /** Every failure (publish, database); default console.error. The relay goes on after each. */
   onError?: (error: unknown, context: { rows?: readonly OutboxRow[] }) => void;
+  /** Called after rows were marked sent (committed), with them and the time of the mark (ms). */
+  onPublished?: (rows: readonly OutboxRow[], markedAt: number) => void;
   clock?: OutboxClock;
   random?: RandomFloat;
 }
@@ -167,9 +169,11 @@ export function startRelay(options: RelayOptions, hooks: RelayHooks): Relay {
     const excluded = [...pauses.entries()].filter(([, pause]) => pause.untilMs > now).map(([label]) => label);
     const outcome: CycleOutcome = { claimed: 0, sent: 0, retry: false, retryAfterMs: undefined };
     let marks: RowMarks | undefined;
+    let claimedRows: OutboxRow[] = [];
     outcome.claimed = await driver.outboxClaimHeads(
       { limit: batchRowsMax, excludedDestinations: excluded, now: () => clock.now() },
       async (rows) => {
+        claimedRows = rows;
         marks = await publishClaimed(rows, outcome);
         return marks;
       },
@@ -180,6 +184,13 @@ export function startRelay(options: RelayOptions, hooks: RelayHooks): Relay {
       outcome.sent = marks.sent.length;
       counters.published += marks.sent.length;
       counters.failed += marks.failed.length;
+      if (options.onPublished && marks.sent.length > 0) {
+        const sent = new Set(marks.sent);
+        options.onPublished(
+          claimedRows.filter((row) => sent.has(row.seq)),
+          clock.now(),
+        );
+      }
     }
     return outcome;
   }
