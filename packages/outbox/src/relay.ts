@@ -24,7 +24,7 @@ export interface RelayOptions extends TableOptions {
   db: OutboxDatabase;
   /** Where to publish: Hopper's URL and key, or a client of your own (the relay does not close it). */
   hopper: { url: string; apiKey?: string } | HopperClient;
-  /** "poll" (default): read the outbox table. "wal": read inserts from logical decoding (PostgreSQL). */
+  /** "poll" (default): read the outbox table. The log-tailing mode ("wal") is not built yet. */
   mode?: "poll";
   /** How long sent rows are kept before they are deleted; default 24 h. */
   sentRetentionMs?: number;
@@ -86,6 +86,12 @@ interface CycleOutcome {
 }
 
 export function startRelay(options: RelayOptions, hooks: RelayHooks): Relay {
+  if (options.mode !== undefined && options.mode !== "poll") {
+    // Refused rather than ignored: a relay that silently polled instead would not be what was asked for.
+    throw new Error(
+      `runRelay: mode ${JSON.stringify(options.mode)} is not built yet (docs/outbox.md); use "poll"`,
+    );
+  }
   const clock = options.clock ?? systemClock;
   const random = options.random ?? systemRandom;
   const driver: OutboxDriver = openDriver(options.db, options);
