@@ -82,6 +82,8 @@ async function main(): Promise<number> {
   // The outbox bench measures an application's database and the relay, not a broker target: its own flags.
   if (process.argv[2] === "outbox")
     return (await import("./outbox.js")).runOutboxBench(process.argv.slice(3));
+  // The inbox bench drives per-recipient logs, not queues: its own targets, phases and flags (inbox.ts).
+  if (process.argv[2] === "inbox") return (await import("./inbox.js")).runInboxBench(process.argv.slice(3));
   let options: BenchOptions;
   try {
     options = parseBenchOptions(process.argv.slice(2));
