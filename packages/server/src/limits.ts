@@ -90,6 +90,26 @@ export const limits = {
    * which costs at worst one needless look of a waiter on that topic, never a lost wake-up. */
   wakeTopicHeadsMax: 100_000,
 
+  /** The most unacked deliveries one push consumer may hold: as the client worker's concurrency
+   * ceiling, so a worker's prefetch is never refused for being too large. */
+  prefetchMax: 1000,
+  /** A push consumer's long poll that came back empty early (the broker is stopping) is followed by
+   * this pause, not a spin. */
+  pushEmptyReceivePauseMs: 1 * second,
+  /** Pauses after a push consumer's failed receives: 250 ms doubling to 30 s, so a store outage is
+   * not hammered, and a recovered store is noticed within 30 s. */
+  pushReceiveBackoffMsMin: 250,
+  pushReceiveBackoffMsMax: 30 * second,
+  /** How soon a redrive looks again when everything left waits behind a message in flight: soon
+   * enough to follow the acks, rare enough to cost nothing. */
+  redriveHeldRetryMs: 1 * second,
+  /** How many steps a second a rate-limited redrive takes, about: its rate is split into this many
+   * steps, so a slow rate still moves messages in small, even batches. */
+  redriveStepsPerSecond: 10,
+  /** Messages a redrive step looks at to find its `max`: bounded work per step, even when most of
+   * what it reads is held back behind messages in flight. */
+  redriveScanMax: 1000,
+
   /** Entries one inbox read answers when it does not say. */
   inboxReadLimitDefault: 100,
   /** How often the housekeeping leader sweeps each namespace: retention is a bound on storage, not a

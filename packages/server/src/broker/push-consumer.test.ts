@@ -11,7 +11,7 @@ import type { LeasedMessage } from "../model/message.js";
 import { seededRandom } from "../random.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { Store } from "../store/store.js";
-import { PushConsumer, type PushConsumerOptions, prefetchMax } from "./push-consumer.js";
+import { PushConsumer, type PushConsumerOptions } from "./push-consumer.js";
 import { QueueBroker } from "./queues.js";
 
 const silent = { info() {}, warn() {}, error() {} };
@@ -419,7 +419,7 @@ describe("push consumer", () => {
   });
 
   test("prefetch outside 1 to prefetchMax is refused", () => {
-    for (const prefetch of [0, prefetchMax + 1, 1.5]) {
+    for (const prefetch of [0, limits.prefetchMax + 1, 1.5]) {
       assert.throws(
         () => new PushConsumer({ broker, clock, queue: "q", prefetch, deliver: () => {} }),
         (error: unknown) => error instanceof HopperError && error.code === "invalid_request",

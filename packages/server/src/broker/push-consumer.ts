@@ -20,14 +20,6 @@ import type { LeasedMessage } from "../model/message.js";
 import type { Claim } from "./handoffs.js";
 import type { ItemResult, QueueBroker } from "./queues.js";
 
-/** The most unacked deliveries one consumer may hold: as the client worker's concurrency ceiling. */
-export const prefetchMax = 1000;
-/** A long poll that came back empty early (the broker is stopping) is followed by this pause, not a spin. */
-const emptyReceivePauseMs = 1_000;
-/** Pauses after failed receives: 250 ms doubling to 30 s, so a store outage is not hammered. */
-const receiveBackoffMsMin = 250;
-const receiveBackoffMsMax = 30_000;
-
 /** What a consumer needs of the broker; a QueueBroker is one. */
 export type PushBroker = Pick<
   QueueBroker,
@@ -38,7 +30,7 @@ export interface PushConsumerOptions {
   broker: PushBroker;
   clock: Clock;
   queue: string;
-  /** The most unacked deliveries held at once, 1 to `prefetchMax`. */
+  /** The most unacked deliveries held at once, 1 to `limits.prefetchMax`. */
   prefetch: number;
   /** Pushes leased messages to the consumer, in order: each lease's batch in one call, so an adapter may
    * write them in one frame. Called only while the consumer is not paused. */
@@ -101,9 +93,9 @@ export class PushConsumer {
 
   constructor(private readonly options: PushConsumerOptions) {
     const { prefetch } = options;
-    if (!Number.isInteger(prefetch) || prefetch < 1 || prefetch > prefetchMax) {
-      throw new HopperError("invalid_request", `prefetch must be from 1 to ${prefetchMax}.`, {
-        max: prefetchMax,
+    if (!Number.isInteger(prefetch) || prefetch < 1 || prefetch > limits.prefetchMax) {
+      throw new HopperError("invalid_request", `prefetch must be from 1 to ${limits.prefetchMax}.`, {
+        max: limits.prefetchMax,
       });
     }
     this.queue = options.queue;
@@ -357,7 +349,8 @@ export class PushConsumer {
       this.receiving = 0;
       this.take(messages);
       const elapsedMs = this.options.clock.now() - startedAt;
-      if (messages.length === 0 && elapsedMs < limits.waitMsMax) await this.sleep(emptyReceivePauseMs);
+      if (messages.length === 0 && elapsedMs < limits.waitMsMax)
+        await this.sleep(limits.pushEmptyReceivePauseMs);
     }
   }
 
@@ -478,5 +471,6 @@ function notHeldResult(): ItemResult {
 
 /** Capped exponential back-off: 250 ms, 500 ms, 1 s, … up to 30 s. */
 function backoffMs(failuresInRow: number): number {
-  return Math.min(receiveBackoffMsMax, receiveBackoffMsMin * 2 ** Math.min(failuresInRow - 1, 30));
+  const { pushReceiveBackoffMsMin: first, pushReceiveBackoffMsMax: last } = limits;
+  return Math.min(last, first * 2 ** Math.min(failuresInRow - 1, 30));
 }

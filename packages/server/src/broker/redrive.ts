@@ -53,11 +53,6 @@ interface Task extends TaskInfo {
   cancelTimer: (() => void) | undefined;
 }
 
-/** How soon a redrive looks again when everything left waits behind a message in flight. */
-const heldRetryMs = 1_000;
-/** How many steps a second a rate-limited redrive takes, about. */
-const stepsPerSecond = 10;
-
 export class RedriveTasks {
   private readonly tasks = new Map<string, Task>();
   private stopped = false;
@@ -143,7 +138,7 @@ export class RedriveTasks {
     const batch = Math.min(
       limits.redriveBatchMax,
       task.total - task.moved,
-      rate === null ? Number.POSITIVE_INFINITY : Math.max(1, Math.ceil(rate / stepsPerSecond)),
+      rate === null ? Number.POSITIVE_INFINITY : Math.max(1, Math.ceil(rate / limits.redriveStepsPerSecond)),
     );
     let result: { moved: number; held: number; stoppedBy: HopperError | null };
     try {
@@ -165,7 +160,7 @@ export class RedriveTasks {
     if (result.moved === 0) {
       // Nothing movable is left, or all of it waits behind a message in flight: look again later.
       if (result.held === 0) return this.finish(task, "done");
-      return this.schedule(task, this.clock.now() + heldRetryMs);
+      return this.schedule(task, this.clock.now() + limits.redriveHeldRetryMs);
     }
     const next = rate === null ? this.clock.now() : task.startedAt + Math.ceil((task.moved / rate) * 1000);
     this.schedule(task, next);

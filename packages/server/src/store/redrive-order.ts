@@ -53,9 +53,6 @@ export function notHeldBack<Row extends Pick<MessageRow, "seq" | "key" | "group_
   return { rows, held };
 }
 
-/** How many messages a redrive step looks at to find its `max`: bounded work per step. */
-export const redriveScanMax = 1000;
-
 /**
  * Where each message of a redrive step goes, in order, and where the step stops: before the first
  * message without a target (`to`, or its `x-original-queue`), with a target that does not exist

@@ -6,7 +6,6 @@
 import { Receipts, SendBody } from "@hopper/wire";
 import Type, { type Static, type TSchema } from "typebox";
 import { Compile } from "typebox/compile";
-import { prefetchMax } from "../../broker/push-consumer.js";
 import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
 import { describeErrors } from "../wire/validation-errors.js";
@@ -27,7 +26,7 @@ const frameSchemas = {
       op: Type.Literal("consume"),
       ref: Type.Optional(Ref),
       queue: Name,
-      prefetch: Type.Integer({ minimum: 1, maximum: prefetchMax }),
+      prefetch: Type.Integer({ minimum: 1, maximum: limits.prefetchMax }),
       /** Hopper's extension of API.md: each lease's messages in one `deliver` frame, as `messages`. */
       batch: Type.Optional(Type.Boolean()),
     },

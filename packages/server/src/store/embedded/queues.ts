@@ -33,7 +33,7 @@ import {
 import { decodeReceipt, encodeReceipt } from "../../model/receipts.js";
 import type { Random } from "../../random.js";
 import type { QueueStore } from "../queue-store.js";
-import { byTarget, notHeldBack, planMoves, redriveScanMax } from "../redrive-order.js";
+import { byTarget, notHeldBack, planMoves } from "../redrive-order.js";
 import type { QueueSend, SendOutcome } from "../store.js";
 import type { MessageSlot, QueueRows, QueueSlot } from "./rows.js";
 
@@ -427,7 +427,7 @@ export class EmbeddedQueues<Q extends QueueSlot, M extends MessageSlot> {
     const source = this.require(params.queue);
     const { now } = params;
     const candidates: Array<{ message: M; stored: StoredMessage }> = [];
-    for (const message of this.rows.movable(source, now, redriveScanMax)) {
+    for (const message of this.rows.movable(source, now, limits.redriveScanMax)) {
       if (this.rows.bodyIntact(message)) candidates.push({ message, stored: this.rows.stored(message) });
       else this.rows.markCorrupt(source, message, now);
     }

@@ -3,10 +3,11 @@
  * first, each to its target, in one transaction, with the order per key kept (redrive-order.ts).
  */
 import type { HopperError } from "../../errors.js";
+import { limits } from "../../limits.js";
 import { bodyBytes, type NewMessage } from "../../model/message.js";
 import type { SendPolicy } from "../../model/policies.js";
 import { depthOf } from "../../model/queue.js";
-import { notHeldBack, planMoves, redriveScanMax, redriveTargetOf } from "../redrive-order.js";
+import { notHeldBack, planMoves, redriveTargetOf } from "../redrive-order.js";
 import { type MessageRow, toStoredMessage } from "../rows.js";
 import type { Store } from "../store.js";
 import type { PostgresClusterLink } from "./cluster-link.js";
@@ -53,7 +54,7 @@ export class QueueRedrive {
       const { rows: scanned } = await client.query<MessageRow>(sql.messageSelectMovable, [
         source.queueId,
         params.now,
-        redriveScanMax,
+        limits.redriveScanMax,
       ]);
       const { rows: inFlight } = await client.query<MessageRow>(sql.messageSelectInFlightKeys, [
         source.queueId,
