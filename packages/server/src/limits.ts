@@ -59,8 +59,8 @@ export const limits = {
   /** Problems the SQLite store's check at start (PRAGMA quick_check) reports at most: enough to say
    * what is damaged and where, short enough to read in one error message. */
   integrityProblemsShownMax: 5,
-  /** The message bytes the log store holds in memory at most (bodies, plus about 256 bytes a message):
-   * a send beyond it is refused with store_full (docs/log-store.md). */
+  /** The message bytes the log store holds in memory at most (bodies, plus logMessageOverheadBytes a
+   * message): a send beyond it is refused with store_full (docs/log-store.md). */
   logStoreBytesMax: 1024 * 1024 * 1024,
   /** The log store's segment files roll past this size (docs/log-store.md). */
   logSegmentBytesMax: 64 * 1024 * 1024,
@@ -69,6 +69,26 @@ export const limits = {
   /** ...and this many times what a snapshot of its state would write, so that a compaction (which
    * writes the live state) costs at most a quarter of what was appended since the last one. */
   logCompactRatio: 4,
+  /** What a message holds in the log store besides its body, about: its fields in memory and its
+   * insert record's head. Counted against logStoreBytesMax, so that tiny messages are bounded too. */
+  logMessageOverheadBytes: 256,
+  /** What a remembered dedupId holds in the log store besides its two strings, about. */
+  logDedupEntryOverheadBytes: 96,
+  /** Heads a FIFO group's array drops before it is compacted, at least: compaction copies the array,
+   * so it waits until half of it is dropped heads, and never for fewer than this. */
+  logGroupCompactMin: 1024,
+  /** A snapshot is cut into records of about this size: large enough to frame cheaply, small enough
+   * that no one record (whose bound is log-format.ts's recordBytesMax) comes near the bound. */
+  logSnapshotRecordBytes: 1024 * 1024,
+  /** A rewrite writes its snapshot in pieces of this size, so its memory stays bounded by it. */
+  logSnapshotPieceBytes: 4 * 1024 * 1024,
+  /** append() copies records into chunks of this size: one allocation per MiB of records, and a
+   * flush gathers few buffers into its writev. */
+  logEncoderChunkBytes: 1024 * 1024,
+  /** Recovery and verification read segments in chunks of this size (a larger frame is read whole). */
+  logReadChunkBytes: 1024 * 1024,
+  /** A salvage flushes records into the new log in batches of about this many bytes. */
+  logSalvageFlushBytes: 4 * 1024 * 1024,
 
   queuesMax: 10_000,
   /** Inbox namespaces per server: a namespace is an application's kind of recipient (chat, alerts),

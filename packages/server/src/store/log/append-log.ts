@@ -83,8 +83,6 @@ import {
 /** Rolling costs a file creation and a directory fsync, so segments should be large enough for it to be
  * rare; compaction deletes whole segments, so they should not be so large that space comes back late. */
 export const segmentBytesMaxDefault = limits.logSegmentBytesMax;
-/** A rewrite writes its snapshot in pieces of this size, so its memory stays bounded by it. */
-const snapshotPieceBytes = 4 * 1024 * 1024;
 
 export interface AppendLogOptions {
   /** Created if missing. */
@@ -448,7 +446,7 @@ export class AppendLog {
       const encoder = new FrameEncoder();
       for (const record of records) {
         encoder.add(record);
-        if (encoder.bytes >= snapshotPieceBytes) {
+        if (encoder.bytes >= limits.logSnapshotPieceBytes) {
           await this.writeSnapshotPiece(base, encoder);
           // Writes are made on the calling thread (fileIo): other work runs between the pieces.
           await new Promise((resolve) => setImmediate(resolve));

@@ -30,6 +30,7 @@
  * framed, checked, recovered, verified and salvaged the same way.
  */
 import * as zlib from "node:zlib";
+import { limits } from "../../limits.js";
 
 // The sizes and numbers below are the format's, as drawn above, so they stay beside the drawing rather
 // than in limits.ts: changing one changes which files this code reads. recordBytesMax is one of them,
@@ -38,9 +39,6 @@ import * as zlib from "node:zlib";
  * damaged length from making a reader allocate gigabytes (the frame header's CRC catches a damaged
  * length first; the bound is a second line). */
 export const recordBytesMax = 256 * 1024 * 1024;
-/** append() copies records into chunks of this size: one allocation per MiB of records, and a flush
- * gathers few buffers into its writev. */
-const encoderChunkBytes = 1024 * 1024;
 
 const segmentMagic = "HOPL";
 /** Format 1 framed a record as u32 length + u32 CRC, with no batch ends and no manifest; this code
@@ -176,7 +174,7 @@ export class FrameEncoder {
     if (this.chunk.length - this.filledTo < frameBytes) {
       if (this.filledTo > this.takenTo)
         this.fullChunks.push(this.chunk.subarray(this.takenTo, this.filledTo));
-      this.chunk = Buffer.allocUnsafe(Math.max(encoderChunkBytes, frameBytes));
+      this.chunk = Buffer.allocUnsafe(Math.max(limits.logEncoderChunkBytes, frameBytes));
       this.filledTo = 0;
       this.takenTo = 0;
     }

@@ -6,6 +6,7 @@
 import { closeSync, existsSync, fstatSync, openSync, readdirSync, readSync } from "node:fs";
 import { join } from "node:path";
 import * as zlib from "node:zlib";
+import { limits } from "../../limits.js";
 import { AppendLog } from "./append-log.js";
 import {
   decodeSegmentHeader,
@@ -89,9 +90,6 @@ export interface SalvageResult {
   bytesLeftBehind: number;
 }
 
-/** Records are flushed into the new log in batches of about this many bytes. */
-const salvageFlushBytes = 4 * 1024 * 1024;
-
 /**
  * Copies the intact records of the log in `from` into a new log in `to` (which must not exist or be
  * empty), in log order: the newest complete base's snapshot (or the oldest segment, with no base),
@@ -117,7 +115,7 @@ export async function salvageLog(
       target.append(record);
       result.recordsCopied += 1;
       pendingBytes += record.length;
-      if (pendingBytes >= salvageFlushBytes) {
+      if (pendingBytes >= limits.logSalvageFlushBytes) {
         pendingBytes = 0;
         await target.flush();
       }

@@ -5,6 +5,7 @@
  * decide what to do with what this finds.
  */
 import { readSync } from "node:fs";
+import { limits } from "../../limits.js";
 import {
   decodeFrameHeader,
   frameHeaderBytes,
@@ -13,8 +14,6 @@ import {
   segmentHeaderBytes,
 } from "./log-format.js";
 
-/** Reads go in chunks of this size (a larger frame is read whole). */
-const readChunkBytes = 1024 * 1024;
 /** The unit a disk writes whole: an unfinished write leaves each such aligned block either written or
  * zero (never stale data: a segment only grows), so a zero block is what "not written" looks like. A
  * fact of the disk that recovery's reading of the format rests on, so it stays here, not in limits.ts. */
@@ -35,7 +34,7 @@ export class SegmentReader {
   bytesAt(position: number, length: number): Buffer {
     const end = position + length;
     if (position < this.chunkStart || end > this.chunkStart + this.chunk.length) {
-      const chunkBytes = Math.min(Math.max(readChunkBytes, length), this.fileBytes - position);
+      const chunkBytes = Math.min(Math.max(limits.logReadChunkBytes, length), this.fileBytes - position);
       this.chunk = Buffer.allocUnsafe(chunkBytes);
       this.chunkStart = position;
       let filled = 0;
@@ -51,8 +50,8 @@ export class SegmentReader {
 
   /** Whether every byte of [from, to) is zero. */
   allZero(from: number, to: number): boolean {
-    for (let at = from; at < to; at += readChunkBytes) {
-      const bytes = this.bytesAt(at, Math.min(readChunkBytes, to - at));
+    for (let at = from; at < to; at += limits.logReadChunkBytes) {
+      const bytes = this.bytesAt(at, Math.min(limits.logReadChunkBytes, to - at));
       for (const byte of bytes) if (byte !== 0) return false;
     }
     return true;
@@ -97,7 +96,7 @@ export function readFrame(reader: SegmentReader, offset: number): FrameRead {
 export function nextIntactFrame(reader: SegmentReader, from: number): IntactFrame | undefined {
   let position = from;
   while (position + frameHeaderBytes <= reader.fileBytes) {
-    const window = reader.bytesAt(position, Math.min(readChunkBytes, reader.fileBytes - position));
+    const window = reader.bytesAt(position, Math.min(limits.logReadChunkBytes, reader.fileBytes - position));
     const found = window.indexOf(frameMagicBytes);
     if (found < 0) {
       // The magic may straddle two windows: look again from the window's last byte.

@@ -10,6 +10,7 @@
  * - `liveBytes` is the sum of the footprints of the messages and dedupIds held.
  */
 import { invariant } from "../../errors.js";
+import { limits } from "../../limits.js";
 import type { BindingDestination, ExchangeType } from "../../model/exchange.js";
 import type { NewMessage } from "../../model/message.js";
 import type { QueueAttributes, QueueCounters, QueueKind } from "../../model/queue.js";
@@ -32,9 +33,6 @@ import {
   unlinkFromQueue,
 } from "./queue-state.js";
 import { type Change, changeType, type InsertHead, type LeaseFields, RecordWriter } from "./records.js";
-
-/** A snapshot is cut into records of about this size. */
-const snapshotRecordBytes = 1024 * 1024;
 
 export class LogState {
   readonly queues = new Map<string, QueueState>();
@@ -136,7 +134,7 @@ export class LogState {
     const writer = new RecordWriter();
     /** Cuts a record every MiB or so: a whole snapshot need not fit one record. */
     const cut = (force = false) => {
-      if (!writer.empty && (force || writer.bytes >= snapshotRecordBytes))
+      if (!writer.empty && (force || writer.bytes >= limits.logSnapshotRecordBytes))
         records.push(Buffer.from(writer.take()));
     };
     writer.seqFloor(this.lastSeq);

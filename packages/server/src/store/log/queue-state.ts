@@ -11,6 +11,7 @@
  * - `leased` holds exactly the queue's messages with a lease token.
  */
 import { invariant } from "../../errors.js";
+import { limits } from "../../limits.js";
 import type {
   BindingDestination,
   BindingRecord,
@@ -32,10 +33,6 @@ import type { InsertHead } from "./records.js";
 
 /** Priorities run 0–9 (NewMessage.priority). */
 export const priorityLevels = 10;
-/** What a message holds besides its body, about: its fields in memory, its insert record's head. */
-export const messageOverheadBytes = 256;
-/** What a remembered dedupId holds besides its two strings, about. */
-const dedupEntryOverheadBytes = 96;
 
 export interface Message extends HeapSlot {
   readonly seq: number;
@@ -198,7 +195,8 @@ export function footprint(
   },
   body: Buffer | string,
 ): number {
-  let bytes = messageOverheadBytes + bodyByteLength(body) + message.id.length + message.contentType.length;
+  let bytes =
+    limits.logMessageOverheadBytes + bodyByteLength(body) + message.id.length + message.contentType.length;
   bytes += (message.key?.length ?? 0) + (message.dedupId?.length ?? 0);
   for (const name in message.headers) bytes += name.length + (message.headers[name]?.length ?? 0) + 8;
   return bytes;
@@ -206,7 +204,7 @@ export function footprint(
 
 /** What a remembered dedupId costs, about. */
 export function dedupBytes(dedupId: string, messageId: string): number {
-  return dedupEntryOverheadBytes + dedupId.length + messageId.length;
+  return limits.logDedupEntryOverheadBytes + dedupId.length + messageId.length;
 }
 
 export function leaseOf(
@@ -332,7 +330,7 @@ export class Group {
   remove(message: Message): number {
     if (this.items[this.start] === message) {
       this.items[this.start++] = undefined;
-      if (this.start >= groupCompactMin && this.start * 2 >= this.items.length) {
+      if (this.start >= limits.logGroupCompactMin && this.start * 2 >= this.items.length) {
         this.items = this.items.slice(this.start);
         this.start = 0;
       }
@@ -344,9 +342,6 @@ export class Group {
     return at - this.start;
   }
 }
-
-/** Heads taken before a group's array is compacted, at least. */
-const groupCompactMin = 1024;
 
 // ---- scans
 
