@@ -89,6 +89,24 @@ export const limits = {
   logReadChunkBytes: 1024 * 1024,
   /** A salvage flushes records into the new log in batches of about this many bytes. */
   logSalvageFlushBytes: 4 * 1024 * 1024,
+  /** Messages, or receipts, that the calls waiting in a PostgreSQL queue's line put into one
+   * statement (sends and acks alike): a long line is answered in a few statements, not one huge one. */
+  postgresLineBatchMax: 1_000,
+  /** Body bytes that the sends waiting in a PostgreSQL queue's line put into one statement: its
+   * bodies go as one bytea parameter (statements/fragments.ts bodyOf), and PostgreSQL takes at most
+   * 1 GB in a field, where a thousand bodies of 1 MiB would pass it. One send (a request, at most
+   * requestBytesMax) always fits. */
+  postgresLineBatchBodyBytesMax: 64 * 1024 * 1024,
+  /** A PostgreSQL transaction aborted by a deadlock or serialization failure is tried this many
+   * times in all: such aborts pass once the other transaction ends, so a few tries suffice. */
+  postgresTransactionAttemptsMax: 3,
+  /** Connections for transactions per node when not told: enough for the statement lines and
+   * housekeeping to overlap, well under PostgreSQL's default max_connections of 100 for a cluster. */
+  postgresPoolSizeDefault: 10,
+  /** FIFO groups one PostgreSQL housekeeping step (expiry, the exhausted sweep) locks: each advisory
+   * lock takes a slot of PostgreSQL's shared lock table (max_locks_per_transaction × connections,
+   * 6,400 by default), so a step over many groups handles some and leaves the rest to the next. */
+  postgresGroupLocksMax: 1000,
 
   queuesMax: 10_000,
   /** Inbox namespaces per server: a namespace is an application's kind of recipient (chat, alerts),

@@ -7,6 +7,7 @@
 import { createHash } from "node:crypto";
 import pg from "pg";
 import { HopperError } from "../../errors.js";
+import { limits } from "../../limits.js";
 import type { Random } from "../../random.js";
 import { counterShards, migrations } from "./schema.js";
 import * as sql from "./statements/index.js";
@@ -15,8 +16,6 @@ export type Client = pg.PoolClient;
 
 /** Serializes migrations between nodes that start together: an arbitrary, fixed advisory lock key. */
 const migrationLockClass = 0x686f7070; // "hopp"
-/** A transaction aborted by a deadlock or serialization failure is tried this many times in all. */
-const transactionAttemptsMax = 3;
 /** Connection-level errors: the store is unreachable rather than the request wrong. */
 const unavailableCodes = new Set([
   "ECONNREFUSED",
@@ -72,7 +71,7 @@ export class PostgresDatabase {
       options: `-c search_path=${options.schema} -c enable_bitmapscan=off -c plan_cache_mode=force_generic_plan`,
       types,
     };
-    this.pool = new pg.Pool({ ...this.connection, max: options.poolSize ?? 10 });
+    this.pool = new pg.Pool({ ...this.connection, max: options.poolSize ?? limits.postgresPoolSizeDefault });
     // An idle pooled connection that the server drops must not crash the process; the next query
     // reconnects.
     this.pool.on("error", () => {});
@@ -110,7 +109,7 @@ export class PostgresDatabase {
       } catch (error) {
         const code = (error as { code?: string }).code;
         const retryable = code === "40P01" || code === "40001";
-        if (!retryable || attempt >= transactionAttemptsMax) throw error;
+        if (!retryable || attempt >= limits.postgresTransactionAttemptsMax) throw error;
       }
     }
   }
@@ -165,7 +164,8 @@ export class PostgresDatabase {
         return await this.pool.query<R>({ name, text, values });
       } catch (error) {
         const code = (error as { code?: string }).code;
-        if ((code === "40P01" || code === "40001") && attempt < transactionAttemptsMax) continue;
+        if ((code === "40P01" || code === "40001") && attempt < limits.postgresTransactionAttemptsMax)
+          continue;
         if (code === undefined || unavailableCodes.has(code) || code.startsWith("08")) {
           throw new HopperError("unavailable", `PostgreSQL is not reachable: ${(error as Error).message}`);
         }

@@ -4,6 +4,7 @@
  * (retry or dead-letter) and extend.
  */
 import { invariant, queueNotFound } from "../../errors.js";
+import { limits } from "../../limits.js";
 import type { ReceiptResult } from "../../model/message.js";
 import type { DeadLetterRoute, QueueKind } from "../../model/queue.js";
 import { decodeReceipt } from "../../model/receipts.js";
@@ -14,9 +15,6 @@ import type { LockedQueue, MessageWrites } from "./message-writes.js";
 import type { QueueContext } from "./queue-context.js";
 import { StatementLines } from "./statement-lines.js";
 import * as sql from "./statements/index.js";
-
-/** The most receipts that the acks waiting in a queue's line put into one statement. */
-const lineBatchMax = 1_000;
 
 /** The (seq, token) pairs whose rows were deleted, as the set receiptResults consumes. */
 function deletedPairs(deleted: readonly { seq: number; leaseToken: number }[]): Set<string> {
@@ -53,7 +51,7 @@ export class QueueReceipts {
   /** One-statement acks of a standard queue go one statement at a time per queue (statement-lines.ts). */
   private readonly ackLines = new StatementLines<string[], ReceiptResult[] | undefined>(
     (queue, receipts) => this.queueAckBatch(queue, receipts),
-    [{ sizeOf: (receipts) => receipts.length, max: lineBatchMax }],
+    [{ sizeOf: (receipts) => receipts.length, max: limits.postgresLineBatchMax }],
   );
 
   /**

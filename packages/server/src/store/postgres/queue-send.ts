@@ -5,6 +5,7 @@
  * other send is one transaction over message-writes.ts.
  */
 import { invariant, queueNotFound } from "../../errors.js";
+import { limits } from "../../limits.js";
 import { bodyByteLength, type LeasedMessage, type NewMessage } from "../../model/message.js";
 import { handoffRanks } from "../../model/policies.js";
 import type { QueueKind } from "../../model/queue.js";
@@ -23,15 +24,6 @@ interface LineSend {
   ranks: number[] | undefined;
   now: number;
 }
-
-/** The most messages, or receipts, that the calls waiting in a queue's line put into one statement. */
-const lineBatchMax = 1_000;
-/**
- * The most body bytes that the sends waiting in a queue's line put into one statement: its bodies go as
- * one bytea parameter (statements/fragments.ts bodyOf), and PostgreSQL takes at most 1 GB in a field, where a
- * thousand bodies of 1 MiB would pass it. One send (a request, at most 10 MiB) always fits.
- */
-const lineBatchBodyBytesMax = 64 * 1024 * 1024;
 
 export class QueueSends {
   private readonly db: PostgresDatabase;
@@ -52,11 +44,11 @@ export class QueueSends {
   private readonly sendLines = new StatementLines<LineSend, SendOutcome | undefined>(
     (_queue, sends) => this.queueSendBatch(sends),
     [
-      { sizeOf: (line) => line.send.messages.length, max: lineBatchMax },
+      { sizeOf: (line) => line.send.messages.length, max: limits.postgresLineBatchMax },
       {
         sizeOf: (line) =>
           line.send.messages.reduce((bytes, message) => bytes + bodyByteLength(message.body), 0),
-        max: lineBatchBodyBytesMax,
+        max: limits.postgresLineBatchBodyBytesMax,
       },
     ],
   );

@@ -4,6 +4,7 @@
  * (QueueStore.queueDeadLetterExhausted). In a FIFO queue each step locks a bounded number of groups.
  */
 
+import { limits } from "../../limits.js";
 import type { MessageRow } from "../rows.js";
 import type { Store } from "../store.js";
 import type { PostgresClusterLink } from "./cluster-link.js";
@@ -11,13 +12,6 @@ import type { PostgresDatabase } from "./database.js";
 import type { LockedQueue, MessageWrites } from "./message-writes.js";
 import type { QueueContext } from "./queue-context.js";
 import * as sql from "./statements/index.js";
-
-/**
- * The most FIFO groups one housekeeping step (expiry, the exhausted sweep) locks: each advisory lock
- * takes a slot of PostgreSQL's shared lock table (max_locks_per_transaction × connections, 6,400 by
- * default), so a step over many groups handles some of them and leaves the rest to the next step.
- */
-const groupLocksMax = 1000;
 
 type DeadLetterExhaustedParams = Parameters<Store["queueDeadLetterExhausted"]>[0];
 
@@ -34,8 +28,8 @@ export class QueueSweeps {
 
   /**
    * Deletes what is past retention; in a FIFO queue only in the groups it could lock (at most
-   * groupLocksMax), handing each group whose head went to its next message. Then forgets dedupIds whose
-   * window ended.
+   * postgresGroupLocksMax), handing each group whose head went to its next message. Then forgets
+   * dedupIds whose window ended.
    */
   queueExpire(params: {
     queue: string;
@@ -52,7 +46,7 @@ export class QueueSweeps {
           params.expiredBefore,
           params.max,
         ]);
-        groups = [...new Set(rows.map((row) => row.group_key))].slice(0, groupLocksMax);
+        groups = [...new Set(rows.map((row) => row.group_key))].slice(0, limits.postgresGroupLocksMax);
         await this.writes.lockGroups(
           client,
           groups.map((groupKey) => ({ queueId: queue.queueId, groupKey })),
@@ -73,8 +67,8 @@ export class QueueSweeps {
 
   /**
    * Dead-letters the leases that ended in the window having used their last delivery; in a FIFO queue
-   * only in the groups it could lock (at most groupLocksMax), locked with the same groups of FIFO
-   * dead-letter queues before any row.
+   * only in the groups it could lock (at most postgresGroupLocksMax), locked with the same groups of
+   * FIFO dead-letter queues before any row.
    */
   queueDeadLetterExhausted(params: DeadLetterExhaustedParams): Promise<{ deadLettered: number }> {
     return this.db.transaction(async (client) => {
@@ -90,7 +84,7 @@ export class QueueSweeps {
       let targets: LockedQueue[] | undefined;
       if (queue.kind === "fifo") {
         const { rows } = await client.query<{ group_key: string }>(sql.messageSelectExhaustedGroups, window);
-        groups = [...new Set(rows.map((row) => row.group_key))].slice(0, groupLocksMax);
+        groups = [...new Set(rows.map((row) => row.group_key))].slice(0, limits.postgresGroupLocksMax);
         targets = await this.writes.lockTargets(client, params.deadLetter.queues);
         const keys = groups;
         await this.writes.lockGroups(
