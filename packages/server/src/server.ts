@@ -86,7 +86,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   await broker.start();
   const exchanges = new ExchangeBroker(store, clock, broker.router, broker);
   // The stores gain InboxStore one by one; the embedded ones have it.
-  const inboxStore = store as unknown as InboxBrokerStore;
+  const inboxStore: InboxBrokerStore = store;
   const inboxes = new InboxBroker(inboxStore, clock, random);
   inboxes.start();
   const apiKeys = new ApiKeys(options.apiKeys ?? []);

@@ -87,17 +87,6 @@ export interface ReadResult {
 /** A recipient's log, its devices' cursors, and which of them have a live subscription on this node. */
 export type RecipientInfo = RecipientState & { connected: string[] };
 
-/**
- * The other nodes' inbox appends, as the PostgreSQL store reports them (store.ts StoreEvent, once it
- * has the kind): `recipients` null when it did not say which, so every waiting topic looks again.
- */
-interface InboxStoreEvent {
-  kind: "inbox";
-  inbox?: string;
-  name?: string;
-  recipients: readonly string[] | null;
-}
-
 const namePattern = new RegExp(limits.namePattern);
 const headerNamePattern = new RegExp(`^[A-Za-z0-9_.:-]{1,${limits.headerNameLengthMax}}$`);
 
@@ -428,12 +417,9 @@ export class InboxBroker {
       this.wake.advanceAll();
       return;
     }
-    const inboxEvent = event as unknown as InboxStoreEvent | { kind: string };
-    if (inboxEvent.kind !== "inbox" || !("recipients" in inboxEvent)) return;
-    const namespace = inboxEvent.inbox ?? inboxEvent.name;
-    if (namespace === undefined) return;
-    if (inboxEvent.recipients === null) this.advanceNamespace(namespace);
-    else for (const recipient of inboxEvent.recipients) this.wake.advance(inboxTopic(namespace, recipient));
+    if (event.kind !== "inbox") return;
+    if (event.recipients === null) this.advanceNamespace(event.inbox);
+    else for (const recipient of event.recipients) this.wake.advance(inboxTopic(event.inbox, recipient));
   }
 
   /**

@@ -16,8 +16,18 @@ import { TestSocket } from "../testing/ws-test-client.js";
 const secret = "e2e-secret-of-at-least-thirty-two-bytes!";
 const devicesCount = 100;
 const seamAppendsCount = 600;
-/** A smaller backlog than the bench's 100,000, so the test stays well under a minute on two cores. */
+/**
+ * A smaller backlog than inbox-backlog.test.ts's 100,000 (which seeds its store directly), since this one
+ * appends over HTTP: it stays well under a minute on two cores. HOPPER_TEST_BACKLOG and
+ * HOPPER_TEST_BACKLOG_BYTES (the padding of each body) run it larger.
+ */
 const backlogCount = Number(process.env.HOPPER_TEST_BACKLOG ?? 5_000);
+const backlogPaddingBytes = Number(process.env.HOPPER_TEST_BACKLOG_BYTES ?? 8192);
+/**
+ * The backlog's own namespace keeps every entry: under the default maxDepth (10,000) a larger backlog
+ * loses its oldest entries to overflow, and the reader rightly gets `inbox.gap` and the rest.
+ */
+const backlogMaxDepth = 1_000_000;
 
 function deviceToken(sub: string): Promise<string> {
   return new SignJWT({ hopper: { inboxes: ["chat"] } })
@@ -38,7 +48,7 @@ async function http(server: ServerProcess, method: string, path: string, body?: 
   return text ? JSON.parse(text) : undefined;
 }
 
-/** Appends `count` messages to `recipients`, `parallel` calls at a time. */
+/** Appends `count` messages to `recipients` in namespace `ns`, `parallel` calls at a time. */
 async function appendMany(
   server: ServerProcess,
   recipients: string[],
@@ -46,13 +56,14 @@ async function appendMany(
   prefix: string,
   parallel = 8,
   padding = "",
+  ns = "chat",
 ) {
   let next = 0;
   await Promise.all(
     Array.from({ length: parallel }, async () => {
       while (next < count) {
         const i = next++;
-        await http(server, "POST", "/v1/inboxes/chat/append", {
+        await http(server, "POST", `/v1/inboxes/${ns}/append`, {
           recipients,
           message: { id: `${prefix}${i}`, body: { i, padding } },
         });
@@ -63,11 +74,9 @@ async function appendMany(
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Why a store is not tested here: PostgreSQL's inbox store has not landed yet. */
+/** Why a store is not tested here (PostgreSQL without HOPPER_TEST_PG_URL). */
 function skipOf(store: (typeof e2eStores)[number]): string | undefined {
-  if (store.skip) return store.skip;
-  if (store.name === "PostgreSQL") return "the PostgreSQL store has no inbox methods yet (InboxStore)";
-  return undefined;
+  return store.skip;
 }
 
 for (const store of e2eStores) {
@@ -79,6 +88,7 @@ for (const store of e2eStores) {
       opened = await store.open("inbox_subscribe", { jwtSecret: secret });
       server = await startServerProcess(opened.options);
       await http(server, "PUT", "/v1/inboxes/chat", {});
+      await http(server, "PUT", "/v1/inboxes/backlog", { maxDepth: backlogMaxDepth });
     });
     after(async () => {
       await server?.stop();
@@ -168,16 +178,19 @@ for (const store of e2eStores) {
 
     test(`a backlog of ${backlogCount} replayed to a reader that stops reading stays bounded and arrives whole`, async () => {
       // 8 KiB entries: the whole backlog is 40 MiB of frames, which the server must never hold at once.
-      await appendMany(server, ["backlog"], backlogCount, "b", 16, "x".repeat(8192));
+      const padding = "x".repeat(backlogPaddingBytes);
+      await appendMany(server, ["slow"], backlogCount, "b", 16, padding, "backlog");
       const rssBefore = processRssBytes(server.pid);
       const reader = await TestSocket.open(server.url);
       const answer = await reader.request({
         op: "inbox.subscribe",
-        ns: "chat",
-        recipient: "backlog",
+        ns: "backlog",
+        recipient: "slow",
         device: "slow",
         after: 0,
       });
+      // The whole backlog is retained: a trimmed one would replay its tail after a gap, not all of it.
+      assert.equal(answer.oldest, 1, `the backlog's namespace keeps all ${backlogCount} entries (maxDepth)`);
       await reader.waitFor((f) => f.op === "inbox.entry");
       // The reader stops reading: the server fills the socket and its send buffer, then pauses.
       reader.socket.pause();
@@ -189,11 +202,12 @@ for (const store of e2eStores) {
         .all("inbox.entry")
         .flatMap((f) => (f.entries as { seq: number }[]).map((e) => e.seq));
       assert.equal(liveFrame.head, backlogCount);
+      assert.deepEqual(reader.all("inbox.gap"), [], "no gap: nothing of the backlog was trimmed");
       assert.deepEqual(
         seqs,
         Array.from({ length: backlogCount }, (_, i) => i + 1),
       );
-      // A paused subscription holds one read's batch (800 KiB here) and the send buffer its 1 MiB mark
+      // A paused subscription holds one read's batch (800 KiB with 8 KiB entries) and the send buffer its 1 MiB mark
       // and a frame, plus what the kernel's socket buffers took: far below the 40 MiB backlog.
       const grownBytes = rssPaused - rssBefore;
       assert.ok(

@@ -8,6 +8,7 @@ import type { LeasedMessage, NewMessage, ReceiptResult } from "../model/message.
 import type { Handoff, SendPolicy } from "../model/policies.js";
 import type { ClusterLink } from "./cluster-link.js";
 import type { ExchangeStore } from "./exchange-store.js";
+import type { InboxStore } from "./inbox-store.js";
 import type { QueueStore } from "./queue-store.js";
 
 /** How durable an embedded store's answer is. "fsync": it survives power loss. "os": it is written to
@@ -64,7 +65,7 @@ export type StoreEvent =
  * entity (streams, inboxes) adds its interface here, one file per store implements it, and the
  * conformance suite gets one section for it.
  */
-export interface Store extends QueueStore, ExchangeStore, ClusterLink {
+export interface Store extends QueueStore, ExchangeStore, InboxStore, ClusterLink {
   /**
    * True when writes commit in the order they are called and a write called in the same turn of the
    * event loop as an earlier one commits with it (SQLite's group commit). Then a long poll woken as a

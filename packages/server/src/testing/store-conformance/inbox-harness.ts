@@ -4,9 +4,8 @@
  * and the calls most tests make. Test code: production code never imports it.
  */
 import assert from "node:assert/strict";
-import { type TestContext, test } from "node:test";
+import { test } from "node:test";
 import type { InboxAttributes, InboxMessage, InboxRecord } from "../../model/inbox.js";
-import type { InboxStore } from "../../store/inbox-store.js";
 import type { Store } from "../../store/store.js";
 import { t0 } from "../conformance-fixtures.js";
 import { policySuite, type StoreFactory } from "./harness.js";
@@ -39,21 +38,10 @@ export function inboxMessage(overrides: Partial<InboxMessage> = {}): InboxMessag
  * Must be called inside a describe.
  */
 export function inboxSuite(factory: StoreFactory) {
-  const store = policySuite(factory).store as Store & InboxStore;
+  const store: Store = policySuite(factory).store;
 
-  /**
-   * A test of the InboxStore contract. The guard lets the suite keep passing on a store whose inbox
-   * implementation has not landed yet (the embedded stores' are being written); it goes once every
-   * store implements InboxStore and Store extends it.
-   */
-  const inboxTest = (name: string, body: () => Promise<void>) =>
-    test(name, async (context: TestContext) => {
-      if (typeof store.inboxAppend !== "function") {
-        context.skip(`${factory.name} does not implement InboxStore yet`);
-        return;
-      }
-      await body();
-    });
+  /** A test of the InboxStore contract. */
+  const inboxTest = (name: string, body: () => Promise<void>) => test(name, body);
 
   const create = async (name = "chat", extra: Partial<InboxAttributes> = {}, epoch = "epoch-1") =>
     (await store.inboxUpsert({ name, attributes: { ...inboxAttributes, ...extra }, epoch, now: t0 })).inbox;
