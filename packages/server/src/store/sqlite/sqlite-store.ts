@@ -19,6 +19,7 @@ import { type SqliteInbox, SqliteInboxRows } from "./inbox-rows.js";
 import { checkDatabaseFiles } from "./integrity.js";
 import { type QueueRef, type SqliteMessageRow, SqliteQueueRows, Statements } from "./queue-rows.js";
 import { migrations } from "./schema.js";
+import { lockDatabaseFile } from "./sqlite-lock.js";
 
 export interface SqliteStoreOptions {
   /** A file path, or ":memory:" for tests that need no file. */
@@ -38,15 +39,29 @@ interface OpenDatabase {
   writes: GroupCommit;
   checkpointer: Checkpointer | undefined;
   commitCounter: CommitCounter | undefined;
+  /** Lets go of the file's lock (sqlite-lock.ts); undefined in memory. */
+  releaseLock: (() => void) | undefined;
 }
 
 function openDatabase(options: SqliteStoreOptions): OpenDatabase {
+  if (options.path === ":memory:") return { ...openLocked(options), releaseLock: undefined };
+  mkdirSync(dirname(options.path), { recursive: true });
+  // Before the checks: a file another process serves is neither checked nor opened.
+  const releaseLock = lockDatabaseFile(options.path);
+  try {
+    return { ...openLocked(options), releaseLock };
+  } catch (error) {
+    releaseLock();
+    throw error;
+  }
+}
+
+function openLocked(options: SqliteStoreOptions): Omit<OpenDatabase, "releaseLock"> {
   const onFile = options.path !== ":memory:";
   // Durability "os" leaves the WAL unsynced, so after a power loss its last commits may be lost by
   // design: a commit count behind its side file could not be told from damage (commit-count.ts).
   const countCommits = onFile && options.durability !== "os";
   if (onFile) {
-    mkdirSync(dirname(options.path), { recursive: true });
     checkDatabaseFiles(options.path, {
       integrityCheck: options.integrityCheck ?? true,
       commitCount: countCommits,
@@ -90,6 +105,7 @@ export class SqliteStore extends EmbeddedStore<QueueRef, SqliteMessageRow, Excha
   private readonly statements: Statements;
   private readonly checkpointer: Checkpointer | undefined;
   private readonly commitCounter: CommitCounter | undefined;
+  private readonly releaseLock: (() => void) | undefined;
 
   constructor(options: SqliteStoreOptions) {
     const opened = openDatabase(options);
@@ -113,6 +129,7 @@ export class SqliteStore extends EmbeddedStore<QueueRef, SqliteMessageRow, Excha
     this.statements = statements;
     this.checkpointer = opened.checkpointer;
     this.commitCounter = opened.commitCounter;
+    this.releaseLock = opened.releaseLock;
   }
 
   /** Checkpoints made off the event loop (undefined for a store in memory, which has no WAL). */
@@ -134,5 +151,6 @@ export class SqliteStore extends EmbeddedStore<QueueRef, SqliteMessageRow, Excha
     await this.checkpointer?.close();
     this.db.close();
     this.commitCounter?.close();
+    this.releaseLock?.();
   }
 }
