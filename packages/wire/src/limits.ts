@@ -52,6 +52,18 @@ export const wireLimits = {
   /** A redrive's rate, in messages per second: beyond it, leave the rate out (as fast as it goes). */
   redriveRateMax: 100_000,
 
+  /** A receipt's characters: the server's receipts take at most 22 (model/receipts.ts), and the
+   * schema reads up to 64, so a store may issue longer ones without a change to the wire, while a
+   * long string is refused before the broker reads it. */
+  receiptLengthMax: 64,
+  /** A redrive task's id, as a path parameter: the server's ids are short; the bound refuses junk. */
+  taskIdLengthMax: 64,
+  /** A retry policy's multiplier: beyond 10 the delays reach retryDelayMsMax within a few attempts,
+   * so a larger one would mean nothing more. */
+  retryMultiplierMax: 10,
+  /** A message's priority, 0 to this: ten levels, as the log store keeps one index per level. */
+  priorityMax: 9,
+
   /** Recipients of one inbox append, written in one transaction: a message to a group of 5,000
    * members (a large chat room) goes in one call; larger fan-outs are split by the caller, so no
    * append holds a commit for long (about 5,000 index rows). */

@@ -15,7 +15,10 @@ const Ms = (max: number, description?: string) =>
 
 export const QueueParams = Type.Object({ queue: Name }, strict);
 export const ExchangeParams = Type.Object({ exchange: Name }, strict);
-export const TaskParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) }, strict);
+export const TaskParams = Type.Object(
+  { id: Type.String({ minLength: 1, maxLength: limits.taskIdLengthMax }) },
+  strict,
+);
 
 // Queues.
 
@@ -42,7 +45,7 @@ export const DeadLetterPolicy = Type.Union([
 export const RetryPolicy = Type.Object(
   {
     initialDelayMs: Ms(limits.retryDelayMsMax),
-    multiplier: Type.Number({ minimum: 1, maximum: 10 }),
+    multiplier: Type.Number({ minimum: 1, maximum: limits.retryMultiplierMax }),
     maxDelayMs: Ms(limits.retryDelayMsMax),
     jitter: Type.Union([Type.Literal("full"), Type.Literal("none")]),
   },
@@ -118,7 +121,7 @@ export const SendMessage = Type.Object(
     ...messageFields,
     delayMs: Type.Optional(Ms(limits.retentionMsMax)),
     /** 0–9, higher first; standard queues only (a FIFO queue refuses the item). Default 0. */
-    priority: Type.Optional(Type.Integer({ minimum: 0, maximum: 9 })),
+    priority: Type.Optional(Type.Integer({ minimum: 0, maximum: limits.priorityMax })),
   },
   strict,
 );
@@ -140,7 +143,7 @@ export const ReceiveBody = Type.Object(
   strict,
 );
 
-export const Receipts = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+export const Receipts = Type.Array(Type.String({ minLength: 1, maxLength: limits.receiptLengthMax }), {
   minItems: 1,
   maxItems: limits.batchSizeMax,
 });

@@ -4,6 +4,7 @@
  * store call, wake the long polls for what the hand-offs left, and set the timers the messages need.
  */
 import { HopperError } from "../errors.js";
+import { limits } from "../limits.js";
 import { bodyByteLength } from "../model/message.js";
 import { dedupIdFor, type SendPolicy } from "../model/policies.js";
 import { depthOf, type QueueRecord } from "../model/queue.js";
@@ -269,9 +270,9 @@ function checkMessage(message: OutgoingMessage, queue: QueueRecord): HopperError
   }
   if (
     message.priority !== undefined &&
-    !(Number.isInteger(message.priority) && message.priority >= 0 && message.priority <= 9)
+    !(Number.isInteger(message.priority) && message.priority >= 0 && message.priority <= limits.priorityMax)
   ) {
-    return new HopperError("invalid_request", "priority must be an integer from 0 to 9.");
+    return new HopperError("invalid_request", `priority must be an integer from 0 to ${limits.priorityMax}.`);
   }
   const bytes = bodyByteLength(message.body);
   if (bytes > attributes.maxMessageBytes) {

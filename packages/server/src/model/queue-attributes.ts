@@ -102,10 +102,14 @@ export function resolveAttributes(
   checkRange("maxMessageBytes", next.maxMessageBytes, 1, limits.messageBytesMax);
   checkRange("retry.initialDelayMs", next.retry.initialDelayMs, 0, limits.retryDelayMsMax);
   checkRange("retry.maxDelayMs", next.retry.maxDelayMs, next.retry.initialDelayMs, limits.retryDelayMsMax);
-  if (!(next.retry.multiplier >= 1 && next.retry.multiplier <= 10)) {
-    throw new HopperError("invalid_attribute", "retry.multiplier must be from 1 to 10.", {
-      attribute: "retry.multiplier",
-    });
+  if (!(next.retry.multiplier >= 1 && next.retry.multiplier <= limits.retryMultiplierMax)) {
+    throw new HopperError(
+      "invalid_attribute",
+      `retry.multiplier must be from 1 to ${limits.retryMultiplierMax}.`,
+      {
+        attribute: "retry.multiplier",
+      },
+    );
   }
   if (next.maxDepth !== null) checkRange("maxDepth", next.maxDepth, 1, limits.maxDepthMax);
   checkRange("dedupWindowMs", next.dedupWindowMs, 0, limits.dedupWindowMsMax);

@@ -31,8 +31,8 @@ import {
 import { type HeapSlot, IndexedHeap } from "./indexed-heap.js";
 import type { InsertHead } from "./records.js";
 
-/** Priorities run 0–9 (NewMessage.priority). */
-export const priorityLevels = 10;
+/** Priorities run 0 to limits.priorityMax (NewMessage.priority), one index each. */
+export const priorityLevels = limits.priorityMax + 1;
 
 export interface Message extends HeapSlot {
   readonly seq: number;

@@ -156,8 +156,11 @@ function prepare(
     throw new HopperError("invalid_request", `${where}: delayMs must be from 0 to the queue's retention.`);
   }
   const priority = message.priority ?? 0;
-  if (!Number.isInteger(priority) || priority < 0 || priority > 9) {
-    throw new HopperError("invalid_request", `${where}: priority must be an integer from 0 to 9.`);
+  if (!Number.isInteger(priority) || priority < 0 || priority > limits.priorityMax) {
+    throw new HopperError(
+      "invalid_request",
+      `${where}: priority must be an integer from 0 to ${limits.priorityMax}.`,
+    );
   }
   if (queue.kind === "fifo" && priority !== 0) {
     throw new HopperError(
