@@ -5,7 +5,7 @@
 import Type, { type Static } from "typebox";
 import { limits } from "../../limits.js";
 import type { InboxEntry } from "../../model/inbox.js";
-import { jsonContentType } from "../../model/message-body.js";
+import { inboxEntryJson } from "../wire/inbox-render.js";
 
 const strict = { additionalProperties: false } as const;
 
@@ -63,23 +63,7 @@ export type InboxUnsubscribeFrame = Static<(typeof inboxFrameSchemas)["inbox.uns
 export type AuthRefreshFrame = Static<(typeof inboxFrameSchemas)["auth.refresh"]>;
 export type InboxClientFrame = InboxSubscribeFrame | InboxAckFrame | InboxUnsubscribeFrame | AuthRefreshFrame;
 
-/**
- * One entry as JSON, as the HTTP read renders it: `{ seq, id, contentType, headers, body | bodyBase64,
- * appendedAt }`. A JSON body goes in as the text it was stored as (it was checked to be JSON when it was
- * appended), so a replay never parses a body only to serialize it again.
- */
-export function inboxEntryJson(entry: InboxEntry): string {
-  const body =
-    entry.contentType === jsonContentType
-      ? `"body":${typeof entry.body === "string" ? entry.body : entry.body.toString("utf8")}`
-      : `"bodyBase64":"${(typeof entry.body === "string" ? Buffer.from(entry.body, "utf8") : entry.body).toString("base64")}"`;
-  return (
-    `{"seq":${entry.seq},"id":${JSON.stringify(entry.id)},"contentType":${JSON.stringify(entry.contentType)},` +
-    `"headers":${JSON.stringify(entry.headers)},${body},"appendedAt":"${new Date(entry.appendedAt).toISOString()}"}`
-  );
-}
-
-/** The frame `{ op: "inbox.entry", sub, entries }`. */
+/** The frame `{ op: "inbox.entry", sub, entries }`: each entry as the HTTP read renders it (wire/inbox-render.ts). */
 export function inboxEntryFrame(sub: string, entries: readonly InboxEntry[]): string {
   return `{"op":"inbox.entry","sub":${JSON.stringify(sub)},"entries":[${entries.map(inboxEntryJson).join(",")}]}`;
 }
