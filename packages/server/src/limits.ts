@@ -147,6 +147,19 @@ export const limits = {
   /** Messages a redrive step looks at to find its `max`: bounded work per step, even when most of
    * what it reads is held back behind messages in flight. */
   redriveScanMax: 1000,
+  /** The JSON text of one signal's data: typing and presence are tiny, and with its envelope 7 KiB
+   * fits in one PostgreSQL NOTIFY (at most 8,000 bytes), which carries signals between nodes. */
+  signalDataBytesMax: 7 * 1024,
+  /** Signal subscriptions one connection may hold: a chat client watches a few rooms, not thousands. */
+  signalSubscriptionsPerConnectionMax: 100,
+  /** Signal subscriptions across the server: each is a map entry and a send per publish. */
+  signalSubscriptionsMax: 100_000,
+  /** Characters of a refused name that its error repeats: enough to recognize it, while an error
+   * stays short whatever was sent. */
+  refusedNameEchoLengthMax: 200,
+  /** Schema violations one error lists: the first few say what is wrong; a body wrong everywhere
+   * does not make an answer as large as itself. */
+  schemaViolationsListedMax: 10,
 
   /** Entries one inbox read answers when it does not say. */
   inboxReadLimitDefault: 100,

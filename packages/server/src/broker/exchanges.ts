@@ -25,9 +25,13 @@ const namePattern = new RegExp(limits.namePattern);
 
 function checkName(kind: string, name: string): void {
   if (!namePattern.test(name)) {
-    throw new HopperError("invalid_name", `"${name.slice(0, 200)}" is not a valid ${kind} name.`, {
-      name: name.slice(0, 200),
-    });
+    throw new HopperError(
+      "invalid_name",
+      `"${name.slice(0, limits.refusedNameEchoLengthMax)}" is not a valid ${kind} name.`,
+      {
+        name: name.slice(0, limits.refusedNameEchoLengthMax),
+      },
+    );
   }
 }
 

@@ -60,9 +60,13 @@ const namePattern = new RegExp(limits.namePattern);
 
 export function checkName(name: string): void {
   if (!namePattern.test(name)) {
-    throw new HopperError("invalid_name", `"${name.slice(0, 200)}" is not a valid name.`, {
-      name: name.slice(0, 200),
-    });
+    throw new HopperError(
+      "invalid_name",
+      `"${name.slice(0, limits.refusedNameEchoLengthMax)}" is not a valid name.`,
+      {
+        name: name.slice(0, limits.refusedNameEchoLengthMax),
+      },
+    );
   }
 }
 

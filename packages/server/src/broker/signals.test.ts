@@ -2,7 +2,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { HopperError } from "../errors.js";
-import { type Signal, SignalHub, signalDataBytesMax } from "./signals.js";
+import { limits } from "../limits.js";
+import { type Signal, SignalHub } from "./signals.js";
 
 function isCode(code: string) {
   return (error: unknown) => error instanceof HopperError && error.code === code;
@@ -64,6 +65,6 @@ test("channel names follow the name rules; data is bounded", () => {
   const hub = new SignalHub();
   assert.throws(() => hub.subscribe("has space", () => true), isCode("invalid_name"));
   assert.throws(() => hub.publish("..", 1), isCode("invalid_name"));
-  assert.throws(() => hub.publish("c", "x".repeat(signalDataBytesMax)), isCode("signal_too_large"));
-  assert.equal(hub.publish("c", "x".repeat(signalDataBytesMax - 2)), 0);
+  assert.throws(() => hub.publish("c", "x".repeat(limits.signalDataBytesMax)), isCode("signal_too_large"));
+  assert.equal(hub.publish("c", "x".repeat(limits.signalDataBytesMax - 2)), 0);
 });

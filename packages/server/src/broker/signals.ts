@@ -7,14 +7,6 @@ import { HopperError } from "../errors.js";
 import { limits } from "../limits.js";
 import type { Store } from "../store/store.js";
 
-/** The JSON text of one signal's data: typing and presence are tiny, and with its envelope 7 KiB fits
- * in one PostgreSQL NOTIFY (at most 8,000 bytes), which carries signals between nodes. */
-export const signalDataBytesMax = 7 * 1024;
-/** Subscriptions one connection may hold: a chat client watches a few rooms, not thousands. */
-export const signalSubscriptionsPerConnectionMax = 100;
-/** Subscriptions across the server: each is a map entry and a send per publish, so the total is capped. */
-export const signalSubscriptionsMax = 100_000;
-
 /** One signal as a listener gets it: the data, and its JSON text, serialized once for every listener. */
 export interface Signal {
   channel: string;
@@ -47,12 +39,12 @@ export class SignalHub {
   /** Adds a listener to the channel; the returned function removes it (and is safe to call twice). */
   subscribe(channel: string, listener: SignalListener): () => void {
     checkChannel(channel);
-    if (this.subscriptionCount >= signalSubscriptionsMax) {
+    if (this.subscriptionCount >= limits.signalSubscriptionsMax) {
       throw new HopperError(
         "too_many_subscriptions",
         "The server holds the most signal subscriptions it allows.",
         {
-          max: signalSubscriptionsMax,
+          max: limits.signalSubscriptionsMax,
         },
       );
     }
@@ -78,13 +70,13 @@ export class SignalHub {
     checkChannel(channel);
     const dataJson = JSON.stringify(data) ?? "null";
     const bytes = Buffer.byteLength(dataJson);
-    if (bytes > signalDataBytesMax) {
+    if (bytes > limits.signalDataBytesMax) {
       throw new HopperError(
         "signal_too_large",
-        `The data is ${bytes} bytes; a signal carries at most ${signalDataBytesMax}.`,
+        `The data is ${bytes} bytes; a signal carries at most ${limits.signalDataBytesMax}.`,
         {
           bytes,
-          max: signalDataBytesMax,
+          max: limits.signalDataBytesMax,
         },
       );
     }
@@ -111,8 +103,12 @@ export class SignalHub {
 
 function checkChannel(channel: string): void {
   if (!namePattern.test(channel)) {
-    throw new HopperError("invalid_name", `"${channel.slice(0, 200)}" is not a valid channel name.`, {
-      name: channel.slice(0, 200),
-    });
+    throw new HopperError(
+      "invalid_name",
+      `"${channel.slice(0, limits.refusedNameEchoLengthMax)}" is not a valid channel name.`,
+      {
+        name: channel.slice(0, limits.refusedNameEchoLengthMax),
+      },
+    );
   }
 }

@@ -1,4 +1,5 @@
 /** How every protocol adapter reports a schema violation: short `{ path, message }` pairs. */
+import { limits } from "../../limits.js";
 
 export interface SchemaViolation {
   keyword: string;
@@ -7,11 +8,14 @@ export interface SchemaViolation {
   params: unknown;
 }
 
-/** Turns TypeBox's errors into at most ten `{ path, message }` pairs, naming unknown fields plainly. */
+/**
+ * Turns TypeBox's errors into at most schemaViolationsListedMax `{ path, message }` pairs, naming
+ * unknown fields plainly.
+ */
 export function describeErrors(errors: SchemaViolation[]): { path: string; message: string }[] {
   return errors
     .filter((e) => e.keyword !== "boolean")
-    .slice(0, 10)
+    .slice(0, limits.schemaViolationsListedMax)
     .map((e) => {
       const unknown = (e.params as { additionalProperties?: string[] }).additionalProperties;
       const message =

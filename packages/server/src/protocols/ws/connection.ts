@@ -7,9 +7,10 @@ import type { RawData, WebSocket } from "ws";
 import type { DeviceClaims, DeviceTokens } from "../../auth/device-tokens.js";
 import { PushConsumer } from "../../broker/push-consumer.js";
 import type { ItemResult, QueueBroker } from "../../broker/queues.js";
-import { type Signal, type SignalHub, signalSubscriptionsPerConnectionMax } from "../../broker/signals.js";
+import type { Signal, SignalHub } from "../../broker/signals.js";
 import type { Clock } from "../../clock.js";
 import { HopperError } from "../../errors.js";
+import { limits } from "../../limits.js";
 import { decodeMessages } from "../wire/messages.js";
 import { leasedListJson, renderItemResult } from "../wire/render.js";
 import { DeviceAccess, tokenExpiredCloseCode } from "./device-access.js";
@@ -357,11 +358,11 @@ export class WsConnection {
 
   private subscribe(channel: string): Answer {
     if (!this.subscriptions.has(channel)) {
-      if (this.subscriptions.size >= signalSubscriptionsPerConnectionMax) {
+      if (this.subscriptions.size >= limits.signalSubscriptionsPerConnectionMax) {
         throw new HopperError(
           "too_many_subscriptions",
-          `A connection holds at most ${signalSubscriptionsPerConnectionMax} signal subscriptions.`,
-          { max: signalSubscriptionsPerConnectionMax },
+          `A connection holds at most ${limits.signalSubscriptionsPerConnectionMax} signal subscriptions.`,
+          { max: limits.signalSubscriptionsPerConnectionMax },
         );
       }
       this.subscriptions.set(

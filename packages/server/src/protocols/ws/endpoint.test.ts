@@ -8,7 +8,6 @@ import { connect } from "node:net";
 import { after, afterEach, beforeEach, describe, test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
 import type { OutgoingMessage } from "../../broker/queues.js";
-import { signalDataBytesMax } from "../../broker/signals.js";
 import { FakeClock } from "../../clock.js";
 import { limits } from "../../limits.js";
 import { type RunningServer, startServer } from "../../server.js";
@@ -82,7 +81,7 @@ describe("websocket endpoint", () => {
       ['{"op":"signal.subscribe","channel":"a b"}', "invalid_name"],
       ['{"op":"signal.publish","channel":"c"}', "invalid_request"],
       [
-        JSON.stringify({ op: "signal.publish", channel: "c", data: "x".repeat(signalDataBytesMax) }),
+        JSON.stringify({ op: "signal.publish", channel: "c", data: "x".repeat(limits.signalDataBytesMax) }),
         "signal_too_large",
       ],
       [Buffer.from('{"op":"cancel","sub":"1"}'), "invalid_request"],
