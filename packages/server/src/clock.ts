@@ -2,6 +2,8 @@
  * The only source of time in the server. Broker semantics (leases, delays, retention, long polls)
  * read `now()` and schedule with `setTimer()`, so tests drive them with a FakeClock instead of sleeping.
  */
+import { limits } from "./limits.js";
+
 export interface Clock {
   /** Milliseconds since the Unix epoch. */
   now(): number;
@@ -15,6 +17,7 @@ export interface Clock {
 export type TimerCallback = () => void | Promise<void>;
 
 // setTimeout takes a signed 32-bit delay; a longer one fires at once, so long waits are chained.
+// Node's bound, not one of ours, so it stays here rather than in limits.ts.
 const timeoutMsMax = 2_147_483_647;
 
 export const systemClock: Clock = {
@@ -40,9 +43,6 @@ interface FakeTimer {
   order: number;
   fn: TimerCallback;
 }
-
-/** Bounds one advance(): more timers than this falling due is a bug (a spin), reported as such. */
-const timersPerAdvanceMax = 10_000;
 
 /** A clock that moves only when a test calls `advance()`; due timers fire in time order. */
 export class FakeClock implements Clock {
@@ -71,8 +71,8 @@ export class FakeClock implements Clock {
     const targetMs = this.nowMs + ms;
     for (let fired = 0; ; fired++) {
       // Code that keeps setting timers that are already due would spin for ever in real time too.
-      if (fired >= timersPerAdvanceMax)
-        throw new Error(`over ${timersPerAdvanceMax} timers fired in one advance: a spin`);
+      if (fired >= limits.fakeClockTimersPerAdvanceMax)
+        throw new Error(`over ${limits.fakeClockTimersPerAdvanceMax} timers fired in one advance: a spin`);
       const due = this.timers
         .filter((t) => t.atMs <= targetMs)
         .sort((a, b) => a.atMs - b.atMs || a.order - b.order)[0];

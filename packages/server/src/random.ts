@@ -3,6 +3,7 @@
  * so that every run makes the same choices.
  */
 import { randomBytes } from "node:crypto";
+import { limits } from "./limits.js";
 
 export interface Random {
   /** A float in [0, 1). */
@@ -19,7 +20,7 @@ export class RandomPool {
   private pool = Buffer.alloc(0);
   private offset = 0;
 
-  constructor(private readonly poolBytes = 4096) {}
+  constructor(private readonly poolBytes: number = limits.randomPoolBytes) {}
 
   /** `count` fresh random bytes, copied out of the pool. */
   bytes(count: number): Buffer {
