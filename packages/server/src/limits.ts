@@ -9,12 +9,23 @@ const second = 1000;
 const minute = 60 * second;
 const hour = 60 * minute;
 const day = 24 * hour;
+const requestBytesMax = 10 * 1024 * 1024;
 
 export const limits = {
   ...wireLimits,
   /** One HTTP request body: a full batch of maximal messages would be 100 MiB, so batches are capped
    * in bytes too. 10 MiB keeps one request from holding a commit (and the event loop) for long. */
-  requestBytesMax: 10 * 1024 * 1024,
+  requestBytesMax,
+  /** How much of an oversized body is read and discarded before the connection is cut: a client
+   * still uploading gets the 413 rather than a reset, up to four times the bound, past which it is
+   * cut. */
+  oversizedBodyLingerBytesMax: 4 * requestBytesMax,
+  /** How long an idle HTTP connection is kept open. Long polls hold a request up to waitMsMax (20 s);
+   * between requests the socket may stay longer, and clients close theirs sooner (the client's
+   * freeSocketIdleMs), so a request never leaves on a connection the server is closing. */
+  keepAliveMs: 65 * second,
+  /** Messages a peek answers when it does not say: an operator's first look. */
+  peekLimitDefault: 10,
   /** Open WebSocket connections per server: each holds a socket, a ping timer and its subscriptions or
    * consumers (about 50 KiB with ws's buffers), so 10,000 is about 500 MiB at worst, and well under the
    * default file-descriptor limits of a tuned host. Devices (browsers, phones) connect directly, so
@@ -178,6 +189,35 @@ export const limits = {
   /** inboxSweep calls per namespace per pass; what is left waits for the next pass, so one namespace's
    * backlog never starves the others. */
   inboxSweepCallsPerPassMax: 20,
+  /** Entries one store read of an inbox subscription takes (broker/inbox-subscription.ts): what a
+   * subscription holds in memory at most. 100 chat entries are about 100 KiB; a backlog of 100,000 is
+   * 1,000 reads, each a short transaction. */
+  inboxReplayBatchMax: 100,
+  /** Bytes of bodies in one inbox.entry frame at most, unless a single entry is larger: small enough
+   * that a pause lands within one frame of wsSendBufferBytesHigh, large enough that a frame carries
+   * many chat entries. */
+  inboxDeliveryBytesMax: 64 * 1024,
+  /** How long a live inbox subscription waits for a wake-up before it reads again anyway: appends
+   * wake it at once; this bounds the wait (every wait is bounded) at one read per idle subscription
+   * every 30 s. */
+  inboxLiveWaitMs: 30 * second,
+  /** Append times an inbox subscription keeps, for the ack lag: an ack names one of the last entries
+   * delivered, so a thousand cover any client's acks; about 50 KiB per subscription at most. */
+  inboxAckLagTimesKept: 1_000,
+  /** Pauses after an inbox subscription's failed reads: 250 ms doubling to 30 s, so that a store
+   * outage is not hammered, and a recovered store is noticed within 30 s. */
+  inboxReadBackoffMsMin: 250,
+  inboxReadBackoffMsMax: 30 * second,
+  /** Inbox subscriptions on one WebSocket connection: a device holds one per namespace, a gateway
+   * a few. */
+  inboxSubscriptionsPerConnectionMax: 64,
+  /** Past this many bytes waiting in a WebSocket's send buffer, deliveries (queue pushes, inbox
+   * entries) pause and signals are dropped: a client that does not read must not make the server
+   * hold its backlog in memory. 1 MiB is one maximal message. */
+  wsSendBufferBytesHigh: 1024 * 1024,
+  /** Paused deliveries resume once the send buffer has drained below this (a quarter of the high
+   * mark), so that they do not flap at the mark. */
+  wsSendBufferBytesLow: 256 * 1024,
   /** Replay sizes and ack lags are counted per namespace in histograms with these bucket bounds. */
   inboxReplayEntriesBuckets: [0, 1, 10, 100, 1_000, 10_000],
   inboxAckLagSecondsBuckets: [0.01, 0.1, 1, 10, 60, 600, 3_600],

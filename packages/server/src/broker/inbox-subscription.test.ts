@@ -6,13 +6,13 @@
 import assert from "node:assert/strict";
 import { beforeEach, describe, test } from "node:test";
 import { FakeClock, settle } from "../clock.js";
+import { limits } from "../limits.js";
 import type { InboxEntry, RecipientPosition } from "../model/inbox.js";
 import { seededRandom } from "../random.js";
 import { FakeInboxStore } from "../testing/inbox-fake-store.js";
 import {
   InboxSubscription,
   type InboxSubscriptionSource,
-  inboxReplayBatchMax,
   inboxSubscriptionSource,
 } from "./inbox-subscription.js";
 import { InboxBroker } from "./inboxes.js";
@@ -89,7 +89,7 @@ describe("inbox subscription", () => {
     subscription.run();
     await settle();
     const entryFrames = seen.frames.filter((frame) => frame.kind === "entries");
-    assert.ok(entryFrames.every((frame) => frame.seqs.length <= inboxReplayBatchMax));
+    assert.ok(entryFrames.every((frame) => frame.seqs.length <= limits.inboxReplayBatchMax));
     assert.deepEqual(seen.seqs, range(1, 250));
     assert.deepEqual(seen.frames.at(-1), { kind: "live", head: 250 });
     await append(2);
@@ -168,7 +168,7 @@ describe("inbox subscription", () => {
     subscription.run();
     await settle();
     const readsWhilePaused = reads;
-    assert.ok(made.seen.seqs.length <= inboxReplayBatchMax);
+    assert.ok(made.seen.seqs.length <= limits.inboxReplayBatchMax);
     await clock.advance(60_000);
     assert.equal(reads, readsWhilePaused);
     const deliveredBefore = made.seen.seqs.length;

@@ -18,6 +18,7 @@
  *   entry retained.
  */
 import { HopperError } from "../errors.js";
+import { limits } from "../limits.js";
 import {
   type GapReason,
   gapOf,
@@ -77,7 +78,7 @@ export interface InboxSubscriptionOptions {
   epoch: string | undefined;
   /** The cursor cannot go on without a hole: entries resume after `oldest - 1`. Called before those entries. */
   onGap(position: RecipientPosition): void;
-  /** Entries in order, each after the last one delivered; at most `inboxDeliveryBytesMax` of bodies (or one entry). */
+  /** Entries in order, each after the last one delivered; at most `limits.inboxDeliveryBytesMax` of bodies (or one entry). */
   onEntries(entries: InboxEntry[]): void;
   /** The backlog as of the subscription's start has been delivered; called once. */
   onLive(head: number): void;
@@ -87,27 +88,6 @@ export interface InboxSubscriptionOptions {
   onWarning?(error: unknown): void;
 }
 
-/**
- * Entries one store read of a subscription takes: what a subscription holds in memory at most. 100 chat
- * entries are about 100 KiB; a backlog of 100,000 is 1,000 reads, each a short transaction.
- */
-export const inboxReplayBatchMax = 100;
-/**
- * Bytes of bodies in one delivery (one frame) at most, unless a single entry is larger: small enough that
- * a pause lands within one frame of the send buffer's high mark, large enough that a frame carries many
- * chat entries.
- */
-export const inboxDeliveryBytesMax = 64 * 1024;
-/**
- * How long a live subscription waits for a wake-up before it reads again anyway. Appends wake it at once;
- * this bounds the wait (every wait is bounded) and costs one read per idle subscription every 30 s.
- */
-export const inboxLiveWaitMs = 30_000;
-/** Append times kept per subscription for the ack lag: an ack names one of the last entries delivered. */
-const appendTimesKeptMax = 1_000;
-/** Pauses after failed reads: 250 ms doubling to 30 s, so that a store outage is not hammered. */
-const readBackoffMsMin = 250;
-const readBackoffMsMax = 30_000;
 /** Errors that end a subscription rather than being retried: what they name is gone. */
 const endingCodes = new Set(["inbox_not_found", "too_many_waiters"]);
 
@@ -143,7 +123,7 @@ export class InboxSubscription {
   private firstRead: { headBefore: number; entries: InboxEntry[]; state: RecipientState } | undefined;
   /** The skippedAfter of the last gap reported: the same skip is not reported twice. */
   private skippedAfterReported: number | null = null;
-  /** When each recent entry delivered was appended, for the ack lag (at most appendTimesKeptMax). */
+  /** When each recent entry delivered was appended, for the ack lag (at most limits.inboxAckLagTimesKept). */
   private readonly appendedAtBySeq = new Map<number, number>();
   /** Entries delivered before live: the replay's size, for stats and tests. */
   replayedEntries = 0;
@@ -180,7 +160,7 @@ export class InboxSubscription {
       ns,
       recipient,
       after: this.cursor,
-      limit: inboxReplayBatchMax,
+      limit: limits.inboxReplayBatchMax,
     });
     this.firstRead = { headBefore, entries, state };
     const gap = this.gapAt(state);
@@ -233,7 +213,7 @@ export class InboxSubscription {
       try {
         const caughtUpAt = await this.readAndDeliver();
         failuresInRow = 0;
-        if (caughtUpAt !== undefined) await this.waitAfter(caughtUpAt, inboxLiveWaitMs);
+        if (caughtUpAt !== undefined) await this.waitAfter(caughtUpAt, limits.inboxLiveWaitMs);
       } catch (error) {
         if (this.ended) return;
         if (error instanceof HopperError && endingCodes.has(error.code)) {
@@ -242,7 +222,10 @@ export class InboxSubscription {
         }
         this.options.onWarning?.(error);
         failuresInRow++;
-        const backoffMs = Math.min(readBackoffMsMax, readBackoffMsMin * 2 ** Math.min(failuresInRow - 1, 16));
+        const backoffMs = Math.min(
+          limits.inboxReadBackoffMsMax,
+          limits.inboxReadBackoffMsMin * 2 ** Math.min(failuresInRow - 1, 16),
+        );
         // A failed read waits as a short read does: an append wakes it early.
         await this.waitAfter(this.options.source.wake.head(this.topic), backoffMs).catch(() => {});
       }
@@ -260,7 +243,7 @@ export class InboxSubscription {
     this.firstRead = undefined;
     if (!read) {
       const headBefore = source.wake.head(this.topic);
-      const limit = inboxReplayBatchMax;
+      const limit = limits.inboxReplayBatchMax;
       read = { headBefore, ...(await source.read({ ns, recipient, after: this.cursor, limit })) };
     }
     if (this.ended) return undefined;
@@ -275,7 +258,7 @@ export class InboxSubscription {
     }
     this.epoch = state.epoch;
     if (!this.deliver(entries)) return undefined;
-    if (entries.length >= inboxReplayBatchMax) return undefined;
+    if (entries.length >= limits.inboxReplayBatchMax) return undefined;
     if (!this.liveSent) {
       this.liveSent = true;
       source.replayed?.(ns, this.replayedEntries);
@@ -285,7 +268,7 @@ export class InboxSubscription {
   }
 
   /**
-   * Delivers `entries` in chunks of at most `inboxDeliveryBytesMax` of bodies, stopping if a delivery
+   * Delivers `entries` in chunks of at most `limits.inboxDeliveryBytesMax` of bodies, stopping if a delivery
    * paused the subscription. Answers whether every entry was delivered.
    */
   private deliver(entries: InboxEntry[]): boolean {
@@ -296,7 +279,7 @@ export class InboxSubscription {
       let bytes = 0;
       while (end < entries.length) {
         const next = bodyBytes(entries[end] as InboxEntry);
-        if (end > start && bytes + next > inboxDeliveryBytesMax) break;
+        if (end > start && bytes + next > limits.inboxDeliveryBytesMax) break;
         bytes += next;
         end++;
       }
@@ -314,7 +297,7 @@ export class InboxSubscription {
     for (const entry of entries) this.appendedAtBySeq.set(entry.seq, entry.appendedAt);
     // Map keys iterate in insertion order, which is sequence order here: the oldest go first.
     for (const seq of this.appendedAtBySeq.keys()) {
-      if (this.appendedAtBySeq.size <= appendTimesKeptMax) break;
+      if (this.appendedAtBySeq.size <= limits.inboxAckLagTimesKept) break;
       this.appendedAtBySeq.delete(seq);
     }
   }

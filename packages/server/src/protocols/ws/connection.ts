@@ -28,13 +28,6 @@ import {
 } from "./frames.js";
 import { ConnectionInboxes, type WsInboxes } from "./inbox-handler.js";
 
-/**
- * Past this many bytes waiting in the send buffer, deliveries stop and signals are dropped: a client
- * that does not read must not make the server hold its backlog in memory. 1 MiB is one maximal message.
- */
-export const sendBufferBytesHigh = 1024 * 1024;
-/** Deliveries resume once the buffer has drained below this, so they do not flap at the mark. */
-export const sendBufferBytesLow = sendBufferBytesHigh / 4;
 /** Consumers on one connection: a process consumes a few queues, not hundreds. */
 export const consumersPerConnectionMax = 64;
 /** Frames being worked on at once; past it the socket is not read until some finish. */
@@ -381,7 +374,7 @@ export class WsConnection {
   /** Sends a signal unless the socket is backed up: signals are ephemeral, so a late one is dropped. */
   private pushSignal(signal: Signal): boolean {
     if (this.closing || this.socket.readyState !== this.socket.OPEN) return false;
-    if (this.socket.bufferedAmount > sendBufferBytesHigh) return false;
+    if (this.socket.bufferedAmount > limits.wsSendBufferBytesHigh) return false;
     const frame = `{"op":"signal","channel":${JSON.stringify(signal.channel)},"data":${signal.dataJson}}`;
     this.sendText(frame);
     return true;
@@ -400,7 +393,7 @@ export class WsConnection {
     this.corkUntilTurnEnds();
     // A Buffer is a text frame's UTF-8 (leasedListJson), sent as it is.
     this.socket.send(text, { binary: false }, () => this.afterWrite());
-    if (!this.sendPaused && this.socket.bufferedAmount > sendBufferBytesHigh) {
+    if (!this.sendPaused && this.socket.bufferedAmount > limits.wsSendBufferBytesHigh) {
       this.sendPaused = true;
       for (const consumer of this.consumers.values()) consumer.pause();
       this.inboxes.pause();
@@ -425,7 +418,7 @@ export class WsConnection {
   }
 
   private afterWrite(): void {
-    if (!this.sendPaused || this.closing || this.socket.bufferedAmount > sendBufferBytesLow) return;
+    if (!this.sendPaused || this.closing || this.socket.bufferedAmount > limits.wsSendBufferBytesLow) return;
     this.sendPaused = false;
     for (const consumer of this.consumers.values()) {
       consumer.resume();

@@ -8,11 +8,9 @@ import type { DeviceClaims } from "../../auth/device-tokens.js";
 import { InboxSubscription, type InboxSubscriptionSource } from "../../broker/inbox-subscription.js";
 import type { Clock } from "../../clock.js";
 import { HopperError } from "../../errors.js";
+import { limits } from "../../limits.js";
 import type { InboxAckFrame, InboxSubscribeFrame, InboxUnsubscribeFrame } from "./inbox-frames.js";
 import { inboxEntryFrame } from "./inbox-frames.js";
-
-/** Inbox subscriptions on one connection: a device holds one per namespace, a gateway a few. */
-export const inboxSubscriptionsPerConnectionMax = 64;
 
 /** What the connection's inbox frames need of the inbox broker. */
 export interface WsInboxes {
@@ -73,11 +71,11 @@ export class ConnectionInboxes {
     if (recipient === undefined) {
       throw new HopperError("invalid_request", "Name the recipient whose inbox to subscribe to.");
     }
-    if (this.held.size >= inboxSubscriptionsPerConnectionMax) {
+    if (this.held.size >= limits.inboxSubscriptionsPerConnectionMax) {
       throw new HopperError(
         "too_many_subscriptions",
-        `A connection holds at most ${inboxSubscriptionsPerConnectionMax} inbox subscriptions.`,
-        { max: inboxSubscriptionsPerConnectionMax },
+        `A connection holds at most ${limits.inboxSubscriptionsPerConnectionMax} inbox subscriptions.`,
+        { max: limits.inboxSubscriptionsPerConnectionMax },
       );
     }
     const sub = this.context.nextSub();
