@@ -1,11 +1,12 @@
 /**
  * The PostgreSQL store's inbox append (InboxStore.inboxAppend): one transaction of four statements,
- * whatever the number of recipients.
+ * whatever the number of recipients, all prepared.
  *
  *   1. inboxRecipientsEnsure  namespace locked KEY SHARE; missing recipient rows created, byte order
  *   2. inboxRecipientsLock    every recipient row locked FOR NO KEY UPDATE, byte order
  *   3. inboxAppendLookup      remembered ids and device sightings, read after the locks are held
  *   4. inboxAppendWrite       body once, entries, ids, heads, overflow trims, skips, counters
+ *   (5. inboxBodiesLock and inboxBodiesRelease, when maxDepth trimmed entries of earlier bodies)
  *
  * Sequences: a recipient's next seq is its locked head + 1, and its head is written in the same
  * commit as its entry, so appends to one recipient commit in seq order; inbox-store.ts says why no
@@ -45,7 +46,7 @@ export class InboxAppends {
       const inbox = await this.writes.hold(client, name, distinct);
       const { attributes } = inbox;
       const locked = await this.writes.lockRecipients(client, inbox.inboxId, distinct);
-      const { rows } = await client.query<Lookup>(sql.inboxAppendLookup, [
+      const { rows } = await this.writes.query<Lookup>(client, sql.inboxAppendLookup, [
         inbox.inboxId,
         distinct,
         message.id,
@@ -88,24 +89,32 @@ export class InboxAppends {
       });
       const duplicates = results.filter((result) => "seq" in result && result.duplicate).length;
 
-      const written = await client.query<{ overflowed: number; emptied: number[] }>(sql.inboxAppendWrite, [
-        inbox.inboxId,
-        appended.map((entry) => entry.recipient),
-        appended.map((entry) => entry.seq),
-        appended.map((entry) => entry.trimmedThrough),
-        skipped,
-        message.id,
-        bodyBytes(message.body),
-        message.contentType,
-        JSON.stringify(message.headers),
-        now,
-        attributes.dedupWindowMs > 0 ? now + attributes.dedupWindowMs : null,
-        attributes.maxDepth,
-        this.db.counterShard(),
-        duplicates,
-        inbox.created,
-      ]);
-      await this.writes.deleteEmptied(client, written.rows[0]?.emptied ?? []);
+      const written = await this.writes.query<{ body_ids: number[]; body_counts: number[] }>(
+        client,
+        sql.inboxAppendWrite,
+        [
+          inbox.inboxId,
+          appended.map((entry) => entry.recipient),
+          appended.map((entry) => entry.seq),
+          appended.map((entry) => entry.trimmedThrough),
+          skipped,
+          message.id,
+          bodyBytes(message.body),
+          message.contentType,
+          JSON.stringify(message.headers),
+          now,
+          attributes.dedupWindowMs > 0 ? now + attributes.dedupWindowMs : null,
+          attributes.maxDepth,
+          this.db.counterShard(),
+          duplicates,
+          inbox.created,
+        ],
+      );
+      const overflowed = written.rows[0];
+      await this.writes.releaseBodies(client, {
+        bodyIds: overflowed?.body_ids ?? [],
+        counts: overflowed?.body_counts ?? [],
+      });
       if (appended.length > 0) {
         this.link.announceInboxOnCommit(
           client,

@@ -101,7 +101,7 @@ export class PostgresInboxStore implements InboxStore {
     private readonly db: PostgresDatabase,
     private readonly link: PostgresClusterLink,
   ) {
-    this.writes = new InboxWrites(db);
+    this.writes = new InboxWrites();
     this.appends = new InboxAppends(db, link, this.writes);
     this.sweeps = new InboxSweeps(db, this.writes);
   }
@@ -213,7 +213,7 @@ export class PostgresInboxStore implements InboxStore {
       );
       if (params.seq > recipient.head) throw cursorBeyondHead(params.seq, recipient.head);
       const cursor = await this.deviceUpsert(client, inboxId, params, params.seq, true);
-      await this.writes.trimAcked(client, inboxId, attributes, [params.recipient], params.now);
+      await this.trimAcked(client, inboxId, attributes, params.recipient, params.now);
       return { cursor };
     });
   }
@@ -238,14 +238,14 @@ export class PostgresInboxStore implements InboxStore {
       const { inboxId, attributes } = await this.writes.holdInbox(client, params.name);
       const locked = await this.writes.lockRecipients(client, inboxId, [params.recipient]);
       if (!locked.has(params.recipient)) return { deleted: false };
-      const { rowCount } = await client.query(sql.inboxDeviceDelete, [
+      const { rowCount } = await this.writes.query(client, sql.inboxDeviceDelete, [
         inboxId,
         params.recipient,
         params.device,
       ]);
       const deleted = (rowCount ?? 0) > 0;
       // Its cursor no longer holds entries back: what the remaining active devices acked goes now.
-      if (deleted) await this.writes.trimAcked(client, inboxId, attributes, [params.recipient], params.now);
+      if (deleted) await this.trimAcked(client, inboxId, attributes, params.recipient, params.now);
       return { deleted };
     });
   }
@@ -254,13 +254,30 @@ export class PostgresInboxStore implements InboxStore {
     return this.sweeps.inboxSweep(params);
   }
 
+  /** Trims what the recipient's active devices acked, and releases the bodies of what went. */
+  private async trimAcked(
+    client: Client,
+    inboxId: number,
+    attributes: InboxAttributes,
+    recipient: string,
+    now: number,
+  ): Promise<void> {
+    const shard = this.db.counterShard();
+    const { released } = await this.writes.trimAcked(client, inboxId, shard, attributes, [recipient], now);
+    await this.writes.releaseBodies(client, released);
+  }
+
   /** Locks the namespace and the recipient's row, creating the row if the recipient has none yet. */
   private async holdRecipient(client: Client, name: string, recipient: string) {
     const inbox = await this.writes.hold(client, name, [recipient]);
     const locked = (await this.writes.lockRecipients(client, inbox.inboxId, [recipient])).get(recipient);
     invariant(locked, "a held recipient has a row");
     if (inbox.created > 0) {
-      await client.query(sql.inboxCountRecipients, [inbox.inboxId, this.db.counterShard(), inbox.created]);
+      await this.writes.query(client, sql.inboxCountRecipients, [
+        inbox.inboxId,
+        this.db.counterShard(),
+        inbox.created,
+      ]);
     }
     return { ...inbox, recipient: locked };
   }
@@ -276,7 +293,7 @@ export class PostgresInboxStore implements InboxStore {
     cursor: number,
     advance: boolean,
   ): Promise<number> {
-    const { rows } = await client.query<{ cursor: number }>(sql.inboxDeviceUpsert, [
+    const { rows } = await this.writes.query<{ cursor: number }>(client, sql.inboxDeviceUpsert, [
       inboxId,
       params.recipient,
       params.device,

@@ -25,7 +25,7 @@ export class InboxSweeps {
       const { inboxId, attributes } = await this.writes.holdInbox(client, params.name);
       const expiredThrough = new Map(
         (
-          await client.query<{ recipient: string; through: number }>(sql.inboxExpiredSelect, [
+          await this.writes.query<{ recipient: string; through: number }>(client, sql.inboxExpiredSelect, [
             inboxId,
             now - attributes.maxAgeMs,
             max,
@@ -34,7 +34,7 @@ export class InboxSweeps {
       );
       const unseenBefore = now - attributes.forgetDeviceAfterMs;
       const unseen = (
-        await client.query<{ recipient: string; device: string }>(sql.inboxDevicesUnseenSelect, [
+        await this.writes.query<{ recipient: string; device: string }>(client, sql.inboxDevicesUnseenSelect, [
           inboxId,
           unseenBefore,
           max,
@@ -43,12 +43,14 @@ export class InboxSweeps {
       const recipients = recipientOrder([...expiredThrough.keys(), ...unseen.map((row) => row.recipient)]);
       if (recipients.length > 0) await this.writes.lockRecipients(client, inboxId, recipients);
 
-      const expired =
-        expiredThrough.size > 0 ? await this.writes.trimExpired(client, inboxId, expiredThrough) : 0;
+      // One counter shard for the whole call, and the bodies released once at the end, in body_id
+      // order: the sweep takes each kind of lock in one batch, as every other inbox write does.
+      const shard = this.db.counterShard();
+      const expired = await this.writes.trimExpired(client, inboxId, shard, expiredThrough);
       let devicesForgotten = 0;
-      let acked = 0;
+      let acked = { trimmed: 0, released: { bodyIds: [] as number[], counts: [] as number[] } };
       if (unseen.length > 0) {
-        const forgotten = await client.query<{ recipient: string }>(sql.inboxDevicesForget, [
+        const forgotten = await this.writes.query<{ recipient: string }>(client, sql.inboxDevicesForget, [
           inboxId,
           unseen.map((row) => row.recipient),
           unseen.map((row) => row.device),
@@ -56,17 +58,14 @@ export class InboxSweeps {
         ]);
         devicesForgotten = forgotten.rows.length;
         if (devicesForgotten > 0) {
-          await client.query(sql.inboxCountDevicesForgotten, [
-            inboxId,
-            this.db.counterShard(),
-            devicesForgotten,
-          ]);
+          await this.writes.query(client, sql.inboxCountDevicesForgotten, [inboxId, shard, devicesForgotten]);
           const holders = recipientOrder(forgotten.rows.map((row) => row.recipient));
-          acked = await this.writes.trimAcked(client, inboxId, attributes, holders, now);
+          acked = await this.writes.trimAcked(client, inboxId, shard, attributes, holders, now);
         }
       }
-      await client.query(sql.inboxIdsForget, [inboxId, now, max]);
-      return { expired, devicesForgotten, acked };
+      await this.writes.releaseBodies(client, expired.released, acked.released);
+      await this.writes.query(client, sql.inboxIdsForget, [inboxId, now, max]);
+      return { expired: expired.trimmed, devicesForgotten, acked: acked.trimmed };
     });
   }
 }

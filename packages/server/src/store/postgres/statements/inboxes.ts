@@ -109,18 +109,19 @@ export const inboxAppendLookup = `
      WHERE d.inbox_id = $1 AND d.recipient = u.recipient) AS last_seen_at
   FROM unnest($2::text[]) AS u(recipient)`;
 
-/** Given rows `(body_id)` of deleted entries (a CTE named by `deleted`): takes one from each body's
- * count of entries. Returns the CTE `released` (body_id, entries) of the bodies counted down. */
-const releaseBodies = (deleted: string) => `
-  released AS (
-    UPDATE inbox_bodies b SET entries = b.entries - o.n
-    FROM (SELECT body_id, count(*)::int AS n FROM ${deleted} GROUP BY body_id) o
-    WHERE b.body_id = o.body_id
-    RETURNING b.body_id, b.entries
-  )`;
+/**
+ * Given a CTE `deleted` of rows (body_id) of deleted entries: the CTE `released` (body_id, n), how many
+ * entries of each body went. The bodies' counts are lowered by a statement of their own
+ * (inboxBodiesLock, inboxBodiesRelease), which locks them in body_id order: two trims that share
+ * bodies then never wait for each other in a cycle.
+ */
+const releasedBodies = (deleted: string) => `
+  released AS (SELECT body_id, count(*)::int AS n FROM ${deleted} GROUP BY body_id)`;
 
-/** The bodies `released` counted down to no entry: the caller deletes them (inboxBodiesDelete). */
-const emptiedBodies = `coalesce((SELECT array_agg(body_id) FROM released WHERE entries = 0), '{}') AS emptied`;
+/** The columns { body_ids, body_counts } of `released`, in body_id order. */
+const releasedColumns = `
+  coalesce((SELECT array_agg(body_id::float8 ORDER BY body_id) FROM released), '{}') AS body_ids,
+  coalesce((SELECT array_agg(n ORDER BY body_id) FROM released), '{}') AS body_counts`;
 
 /**
  * One append's writes, all recipients in one statement, under the recipients' locks
@@ -129,7 +130,8 @@ const emptiedBodies = `coalesce((SELECT array_agg(body_id) FROM released WHERE e
  * $1 inboxId, $2 appended recipients, $3 their new seqs, $4 their trimmed_through as locked,
  * $5 skipped recipients, $6 messageId, $7 body, $8 contentType, $9 headers (JSON), $10 now,
  * $11 expiresAt of the remembered ids (NULL: none remembered), $12 maxDepth, $13 counter shard,
- * $14 duplicates, $15 recipient rows created. Returns: { overflowed, emptied }.
+ * $14 duplicates, $15 recipient rows created. Returns: { overflowed, body_ids, body_counts } (the
+ * bodies of the entries trimmed by maxDepth, for inboxBodiesLock and inboxBodiesRelease).
  */
 export const inboxAppendWrite = `
   WITH appended AS (
@@ -156,13 +158,15 @@ export const inboxAppendWrite = `
   ),
   heads AS (
     UPDATE inbox_recipients r SET head = a.seq, trimmed_through = greatest(r.trimmed_through, a.seq - $12)
-    FROM appended a WHERE r.inbox_id = $1 AND r.recipient = a.recipient
+    FROM appended a
+    -- = ANY keeps the rows found by index, not by a scan of every recipient of the namespace.
+    WHERE r.inbox_id = $1 AND r.recipient = ANY($2::text[]) AND r.recipient = a.recipient
   ),
   skips AS (
     UPDATE inbox_recipients r SET skipped_after = r.head
     WHERE r.inbox_id = $1 AND r.recipient = ANY($5::text[])
   ),
-  ${releaseBodies("overflowed")},
+  ${releasedBodies("overflowed")},
   counted AS (
     INSERT INTO inbox_counters AS c (inbox_id, shard, appended, duplicates, skipped, overflowed, recipients)
     SELECT $1, $13, cardinality($2::text[]), $14, cardinality($5::text[]), (SELECT count(*) FROM overflowed), $15
@@ -173,16 +177,26 @@ export const inboxAppendWrite = `
       overflowed = c.overflowed + excluded.overflowed,
       recipients = c.recipients + excluded.recipients
   )
-  SELECT (SELECT count(*) FROM overflowed)::int AS overflowed, ${emptiedBodies}`;
+  SELECT (SELECT count(*) FROM overflowed)::int AS overflowed, ${releasedColumns}`;
 
-/** $1 bodyIds. Deletes bodies that no entry names any more (`emptied` of a trim). */
-export const inboxBodiesDelete = `DELETE FROM inbox_bodies WHERE body_id = ANY($1::bigint[]) AND entries = 0`;
+/** $1 bodyIds (sorted). Locks the bodies in body_id order. Returns: { body_id, entries } of each. */
+export const inboxBodiesLock = `
+  SELECT body_id::float8 AS body_id, entries FROM inbox_bodies WHERE body_id = ANY($1::bigint[])
+  ORDER BY body_id FOR NO KEY UPDATE`;
+
+/** $1 bodyIds to delete (no entry names them any more), $2 bodyIds to keep, $3 their entries left.
+ * Run with the bodies locked (inboxBodiesLock), on disjoint rows. */
+export const inboxBodiesRelease = `
+  WITH gone AS (DELETE FROM inbox_bodies WHERE body_id = ANY($1::bigint[]))
+  UPDATE inbox_bodies b SET entries = u.entries
+  FROM unnest($2::bigint[], $3::int[]) AS u(body_id, entries) WHERE b.body_id = u.body_id`;
 
 /**
  * Trims a prefix of each target recipient's log, under its lock: deletes its entries in (after,
  * through], sets trimmed_through = through, counts them down from their bodies and adds them to
  * `counter`. `targets` is a query of rows (recipient, after, through) with through > after, using $1
- * inboxId; $2 is the counter shard; further parameters are the targets'. Returns: { trimmed, emptied }.
+ * inboxId; $2 is the counter shard; further parameters are the targets'. Returns: { trimmed, body_ids,
+ * body_counts } (the bodies released, for inboxBodiesLock and inboxBodiesRelease).
  */
 const trimStatement = (targets: string, counter: InboxCounterColumn) => `
   WITH t AS (${targets}),
@@ -195,19 +209,19 @@ const trimStatement = (targets: string, counter: InboxCounterColumn) => `
     WHERE e.inbox_id = $1 AND e.recipient = t.recipient AND e.seq > t.after AND e.seq <= t.through
     RETURNING e.body_id
   ),
-  ${releaseBodies("trimmed")},
+  ${releasedBodies("trimmed")},
   counted AS (
     INSERT INTO inbox_counters AS c (inbox_id, shard, ${counter})
     SELECT $1, $2, count(*) FROM trimmed HAVING count(*) > 0
     ON CONFLICT (inbox_id, shard) DO UPDATE SET ${counter} = c.${counter} + excluded.${counter}
   )
-  SELECT (SELECT count(*) FROM trimmed)::int AS trimmed, ${emptiedBodies}`;
+  SELECT (SELECT count(*) FROM trimmed)::int AS trimmed, ${releasedColumns}`;
 
 /**
  * $1 inboxId, $2 shard, $3 recipients (locked), $4 now - forgetDeviceAfterMs. Trims, counted as acked,
  * what every active device (last seen after $4) of each recipient has acked: up to the lowest of their
  * cursors. A recipient with no active device keeps its entries (they wait, bounded by maxDepth and
- * maxAgeMs). Returns: { trimmed, emptied }.
+ * maxAgeMs). Returns as trimStatement.
  */
 export const inboxTrimAcked = trimStatement(
   `SELECT * FROM (
@@ -221,13 +235,13 @@ export const inboxTrimAcked = trimStatement(
 
 /**
  * $1 inboxId, $2 shard, $3 recipients (locked), $4 the seq each is expired through. Trims, counted as
- * expired, each recipient's entries up to its seq (never past its head). Returns: { trimmed, emptied }.
+ * expired, each recipient's entries up to its seq (never past its head). Returns as trimStatement.
  */
 export const inboxTrimExpired = trimStatement(
   `SELECT * FROM (
     SELECT r.recipient, r.trimmed_through AS after, least(r.head, u.through) AS through
     FROM unnest($3::text[], $4::bigint[]) AS u(recipient, through)
-    JOIN inbox_recipients r ON r.inbox_id = $1 AND r.recipient = u.recipient
+    JOIN inbox_recipients r ON r.inbox_id = $1 AND r.recipient = ANY($3::text[]) AND r.recipient = u.recipient
   ) x WHERE x.through > x.after`,
   "expired",
 );
@@ -257,7 +271,8 @@ export const inboxDevicesUnseenSelect = `
  */
 export const inboxDevicesForget = `
   DELETE FROM inbox_devices d USING unnest($2::text[], $3::text[]) AS u(recipient, device)
-  WHERE d.inbox_id = $1 AND d.recipient = u.recipient AND d.device = u.device AND d.last_seen_at <= $4
+  WHERE d.inbox_id = $1 AND d.recipient = ANY($2::text[]) AND d.recipient = u.recipient AND d.device = u.device
+    AND d.last_seen_at <= $4
   RETURNING d.recipient`;
 
 /** $1 inboxId, $2 shard, $3 how many: adds to one counter of the namespace (`column`). */
@@ -270,11 +285,12 @@ export const inboxCountDevicesForgotten = inboxCounterAdd("devices_forgotten");
 export const inboxCountRecipients = inboxCounterAdd("recipients");
 
 /** $1 inboxId, $2 now, $3 max. Forgets up to `max` remembered ids whose window ended; ids an append
- * holds right now are skipped (it may be remembering them anew). Returns: rowCount. */
+ * holds right now are skipped (it may be remembering them anew). The rows are found once and deleted
+ * by their ctid, which the row locks keep valid until commit. Returns: rowCount. */
 export const inboxIdsForget = `
-  DELETE FROM inbox_ids WHERE (inbox_id, recipient, message_id) IN (
-    SELECT inbox_id, recipient, message_id FROM inbox_ids WHERE inbox_id = $1 AND expires_at <= $2
-    LIMIT $3 FOR UPDATE SKIP LOCKED)`;
+  DELETE FROM inbox_ids WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM inbox_ids WHERE inbox_id = $1 AND expires_at <= $2
+    LIMIT $3 FOR UPDATE SKIP LOCKED))`;
 
 /**
  * $1 inboxId, $2 recipient (locked), $3 device, $4 cursor, $5 now, $6 devicesMax, $7 advance. Records
@@ -316,9 +332,13 @@ export const inboxReadStatement = `
     NULL::text AS message_id, NULL::bytea AS body, NULL::text AS content_type, NULL::jsonb AS headers,
     NULL::bigint AS appended_at
   FROM s
-  UNION ALL (
-    SELECT e.seq, NULL, NULL, NULL, NULL, NULL, b.message_id, b.body, b.content_type, b.headers, e.appended_at
-    FROM s JOIN inbox_entries e ON e.inbox_id = s.inbox_id AND e.recipient = $2 AND e.seq > $3
-    JOIN inbox_bodies b ON b.body_id = e.body_id
+  UNION ALL
+  SELECT e.seq, NULL, NULL, NULL, NULL, NULL, b.message_id, b.body, b.content_type, b.headers, e.appended_at
+  FROM s
+  -- The page is cut from the primary key's order first; only its entries' bodies are read.
+  CROSS JOIN LATERAL (
+    SELECT e.seq, e.body_id, e.appended_at FROM inbox_entries e
+    WHERE e.inbox_id = s.inbox_id AND e.recipient = $2 AND e.seq > $3
     ORDER BY e.seq LIMIT $4
-  )`;
+  ) e
+  JOIN inbox_bodies b ON b.body_id = e.body_id`;
