@@ -10,11 +10,12 @@
  *   2. recipient rows, FOR NO KEY UPDATE, several always in one statement sorted by `recipient
  *      COLLATE "C"` (byte order, the same on every node); a row created by the transaction (statements
  *      .inboxRecipientsEnsure inserts the missing ones in that same order first) is its own until commit;
- *   3. then only rows that belong to those recipients (entries, devices, remembered ids), then the
- *      bodies whose entry counts a trim lowers, then one counter shard.
- * Two appends to overlapping recipients therefore wait for each other in one order and never in a
- * cycle. Bodies are shared between recipients, so two trims may lower the counts of two bodies in
- * opposite orders; PostgreSQL then aborts one for the deadlock and database.ts runs it again.
+ *   3. then only rows that belong to those recipients (entries, devices, remembered ids);
+ *   4. one counter shard, the same for the whole transaction;
+ *   5. last, the bodies whose entry counts its trims lower, all in one statement in body_id order
+ *      (inbox-writes.ts releaseBodies).
+ * Two transactions that share recipients or bodies therefore wait for each other in one order and
+ * never in a cycle.
  *
  * Invariant (no hole that later fills): every write to a recipient's log holds its row lock, and an
  * append gives seq = head + 1 and writes that head in the same commit as the entry. So the appends
@@ -206,14 +207,16 @@ export class PostgresInboxStore implements InboxStore {
     cursor: number;
   }> {
     return this.db.transaction(async (client) => {
+      const shard = this.db.counterShard();
       const { inboxId, attributes, recipient } = await this.holdRecipient(
         client,
         params.name,
         params.recipient,
+        shard,
       );
       if (params.seq > recipient.head) throw cursorBeyondHead(params.seq, recipient.head);
       const cursor = await this.deviceUpsert(client, inboxId, params, params.seq, true);
-      await this.trimAcked(client, inboxId, attributes, params.recipient, params.now);
+      await this.trimAcked(client, inboxId, shard, attributes, params.recipient, params.now);
       return { cursor };
     });
   }
@@ -226,7 +229,8 @@ export class PostgresInboxStore implements InboxStore {
     now: number;
   }): Promise<void> {
     return this.db.transaction(async (client) => {
-      const { inboxId } = await this.holdRecipient(client, params.name, params.recipient);
+      const shard = this.db.counterShard();
+      const { inboxId } = await this.holdRecipient(client, params.name, params.recipient, shard);
       await this.deviceUpsert(client, inboxId, params, params.cursor, false);
     });
   }
@@ -245,7 +249,16 @@ export class PostgresInboxStore implements InboxStore {
       ]);
       const deleted = (rowCount ?? 0) > 0;
       // Its cursor no longer holds entries back: what the remaining active devices acked goes now.
-      if (deleted) await this.trimAcked(client, inboxId, attributes, params.recipient, params.now);
+      if (deleted) {
+        await this.trimAcked(
+          client,
+          inboxId,
+          this.db.counterShard(),
+          attributes,
+          params.recipient,
+          params.now,
+        );
+      }
       return { deleted };
     });
   }
@@ -258,26 +271,25 @@ export class PostgresInboxStore implements InboxStore {
   private async trimAcked(
     client: Client,
     inboxId: number,
+    shard: number,
     attributes: InboxAttributes,
     recipient: string,
     now: number,
   ): Promise<void> {
-    const shard = this.db.counterShard();
     const { released } = await this.writes.trimAcked(client, inboxId, shard, attributes, [recipient], now);
     await this.writes.releaseBodies(client, released);
   }
 
-  /** Locks the namespace and the recipient's row, creating the row if the recipient has none yet. */
-  private async holdRecipient(client: Client, name: string, recipient: string) {
+  /**
+   * Locks the namespace and the recipient's row, creating the row if the recipient has none yet
+   * (counted on counter `shard`, the transaction's one).
+   */
+  private async holdRecipient(client: Client, name: string, recipient: string, shard: number) {
     const inbox = await this.writes.hold(client, name, [recipient]);
     const locked = (await this.writes.lockRecipients(client, inbox.inboxId, [recipient])).get(recipient);
     invariant(locked, "a held recipient has a row");
     if (inbox.created > 0) {
-      await this.writes.query(client, sql.inboxCountRecipients, [
-        inbox.inboxId,
-        this.db.counterShard(),
-        inbox.created,
-      ]);
+      await this.writes.query(client, sql.inboxCountRecipients, [inbox.inboxId, shard, inbox.created]);
     }
     return { ...inbox, recipient: locked };
   }
