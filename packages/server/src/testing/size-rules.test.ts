@@ -24,12 +24,15 @@ const sourceRoots = ["packages/wire/src", "packages/client/src", "packages/serve
  * Files over a rule that another change is rewriting now, each with the reason it waits. The test
  * fails once a listed file keeps the rules, so that its entry is removed rather than left to rot.
  */
-const notYet = "not yet brought within the rules (the restructuring issue's size rules)";
 const inboxWork = "changed by the inbox work under way; its authors bring it within the rules";
 const pending = new Map<string, string>([
   ["packages/server/src/broker/inbox-subscription.test.ts", inboxWork],
   ["packages/server/src/cli/serve.ts", inboxWork],
-  ["packages/server/src/protocols/http/app.ts", notYet],
+  ["packages/server/src/e2e/inbox-subscribe.test.ts", inboxWork],
+  ["bench/src/inbox-hopper.ts", inboxWork],
+  ["bench/src/inbox.ts", inboxWork],
+  ["bench/src/peers/redis-inbox.ts", inboxWork],
+  ["packages/server/src/store/postgres/inbox-append.ts", inboxWork],
 ]);
 
 function typeScriptFiles(): string[] {

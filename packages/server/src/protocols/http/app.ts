@@ -60,14 +60,14 @@ const routerNameErrors = new Set(["FST_ERR_BAD_URL", "FST_ERR_MAX_PARAM_LENGTH"]
 
 const openPaths = new Set(["/healthz", "/readyz"]);
 
+/** The Fastify app with its parsing, validation, errors, authentication and every route. */
 export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     logger: options.logger,
     bodyLimit: limits.requestBytesMax,
     onProtoPoisoning: "error",
     onConstructorPoisoning: "error",
-    // Long polls hold a request up to the wait limit; the socket may stay longer between requests.
-    keepAliveTimeout: 65_000,
+    keepAliveTimeout: limits.keepAliveMs,
     // A path parameter is matched percent-encoded, where one character may take three; the schema
     // then enforces the real name length, so an overlong name gets invalid_name, not a router 414.
     routerOptions: { maxParamLength: 3 * limits.nameLengthMax + 1 },
@@ -83,10 +83,32 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     // this they would get Fastify's own body, not the catalog's.
     clientErrorHandler: answerClientError,
   });
+  parseJsonBodies(app);
+  validateWithSchemas(app);
+  answerErrorsFromCatalog(app);
+  requireApiKeys(app, options.apiKeys);
 
-  // JSON is the only body the API takes (so text/plain gets 415). An empty body is allowed for calls
-  // that take none (purge); anything else must be valid JSON. Its bytes stay on the request, so that a
-  // send stores each JSON body as it was sent (decodeMessages).
+  await app.register(swagger, {
+    openapi: {
+      info: { title: "Hopper native API", version: "1" },
+      components: { securitySchemes: { apiKey: { type: "http", scheme: "bearer" } } },
+      security: [{ apiKey: [] }],
+    },
+  });
+
+  registerOperationalRoutes(app, options);
+  registerQueueRoutes(app, options.broker);
+  registerExchangeRoutes(app, options.exchanges);
+  if (options.inboxes) registerInboxRoutes(app, options.inboxes);
+  return app;
+}
+
+/**
+ * JSON is the only body the API takes (so text/plain gets 415). An empty body is allowed for calls
+ * that take none (purge); anything else must be valid JSON. Its bytes stay on the request, so that a
+ * send stores each JSON body as it was sent (decodeMessages).
+ */
+function parseJsonBodies(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeAllContentTypeParsers();
   app.decorateRequest("bodyBytes", undefined);
@@ -99,7 +121,10 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     request.bodyBytes = bytes;
     parseJson(request, bytes.toString("utf8"), done);
   });
+}
 
+/** Checks paths, query strings and bodies against the routes' TypeBox schemas, with catalog errors. */
+function validateWithSchemas(app: FastifyInstance): void {
   app.setValidatorCompiler(({ schema, httpPart }) => {
     const validator = Compile(schema as TSchema);
     // A body whose every field is optional may be left out entirely (receive, create a queue).
@@ -127,7 +152,10 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
       };
     };
   });
+}
 
+/** Maps every error, ours or Fastify's, to the catalog's shape; unknown routes are not_found. */
+function answerErrorsFromCatalog(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | HopperError, request, reply) => {
     if (error instanceof HopperError) {
       const retryAfterMs = error.details?.retryAfterMs;
@@ -153,26 +181,24 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
       .status(404)
       .send({ error: new HopperError("not_found", `No route ${request.method} ${request.url}.`).toJSON() });
   });
+}
 
+/** Refuses requests without a valid API key, except to the health checks and device upgrades. */
+function requireApiKeys(app: FastifyInstance, apiKeys: ApiKeys): void {
   app.addHook("onRequest", async (request) => {
     if (openPaths.has(request.url.split("?", 1)[0] as string)) return;
     // A device's upgrade carries a JWT instead, which the WebSocket endpoint verifies (from any address).
     if (isDeviceUpgrade(request.url)) return;
-    const decision = options.apiKeys.decide(request.headers.authorization, request.socket.remoteAddress);
+    const decision = apiKeys.decide(request.headers.authorization, request.socket.remoteAddress);
     if (decision === "unauthorized") throw new HopperError("unauthorized");
     if (decision === "forbidden") {
       throw new HopperError("forbidden", "No API keys are configured, so only loopback clients are served.");
     }
   });
+}
 
-  await app.register(swagger, {
-    openapi: {
-      info: { title: "Hopper native API", version: "1" },
-      components: { securitySchemes: { apiKey: { type: "http", scheme: "bearer" } } },
-      security: [{ apiKey: [] }],
-    },
-  });
-
+/** Health, readiness, metrics and the OpenAPI document. */
+function registerOperationalRoutes(app: FastifyInstance, options: HttpAppOptions): void {
   app.get("/healthz", { schema: { hide: true } }, async () => ({ status: "ok" }));
   app.get("/readyz", { schema: { hide: true } }, async (_request, reply) => {
     try {
@@ -187,11 +213,6 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
     return options.metrics.render();
   });
   app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
-
-  registerQueueRoutes(app, options.broker);
-  registerExchangeRoutes(app, options.exchanges);
-  if (options.inboxes) registerInboxRoutes(app, options.inboxes);
-  return app;
 }
 
 /**
@@ -237,9 +258,6 @@ function isOverRecipients(error: { keyword: string; instancePath: string }): boo
   return error.keyword === "maxItems" && error.instancePath === "/recipients";
 }
 
-/** How much of an oversized body is read and discarded before the connection is cut. */
-const lingerBytesMax = 4 * limits.requestBytesMax;
-
 /**
  * A client still uploading an oversized body would get a reset (EPIPE) instead of the 413 if the
  * socket closed at once. So the rest of the body is read and discarded, up to a bound, and the
@@ -251,7 +269,7 @@ function lingerOnOversizedBody(raw: IncomingMessage, reply: FastifyReply): void 
   let discardedBytes = 0;
   raw.on("data", (chunk: Buffer) => {
     discardedBytes += chunk.length;
-    if (discardedBytes > lingerBytesMax) raw.socket.destroy();
+    if (discardedBytes > limits.oversizedBodyLingerBytesMax) raw.socket.destroy();
   });
   raw.resume();
 }

@@ -16,6 +16,7 @@ import {
 } from "@hopper/wire";
 import type { FastifyInstance } from "fastify";
 import type { QueueBroker } from "../../broker/queues.js";
+import { limits } from "../../limits.js";
 import { decodeMessages } from "../wire/messages.js";
 import { leasedListJson, renderItemResult, renderStored, renderTask } from "../wire/render.js";
 
@@ -126,7 +127,7 @@ function registerMessageRoutes(app: FastifyInstance, broker: QueueBroker): void 
     "/v1/queues/:queue/messages",
     { schema: { tags, params: QueueParams, querystring: PeekQuery } },
     async (request) => {
-      const { state = "available", limit = 10 } = request.query;
+      const { state = "available", limit = limits.peekLimitDefault } = request.query;
       const messages = await broker.peek(request.params.queue, state, limit);
       return { messages: messages.map(renderStored) };
     },
