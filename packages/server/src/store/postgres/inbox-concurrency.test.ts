@@ -109,6 +109,43 @@ if (!pgTestUrl) {
     }
   });
 
+  test("concurrent acks whose trims share many bodies all commit, and release every body", async () => {
+    const nodes = await twoNodes(url);
+    const [first] = nodes;
+    const schema = schemas.at(-1) as string;
+    try {
+      await first.inboxUpsert({ name: "chat", attributes: inboxAttributes, epoch: "e", now: t0 });
+      const recipients = Array.from({ length: 24 }, (_, i) => `r${i}`);
+      // Every append goes to every recipient, so each recipient's trim releases every body. Before the
+      // bodies were locked in body_id order, acks like these deadlocked three times in a row.
+      for (let i = 0; i < 40; i++) {
+        await first.inboxAppend({ name: "chat", recipients, message: inboxMessage(), now: t0 });
+      }
+      await Promise.all(
+        recipients.map((recipient, i) =>
+          (nodes[i % 2] as PostgresStore).inboxAck({
+            name: "chat",
+            recipient,
+            device: "d",
+            seq: 40,
+            now: t0,
+          }),
+        ),
+      );
+      const bodies = await withPgClient(url, async (client) => {
+        const { rows } = await client.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM ${schema}.inbox_bodies`,
+        );
+        return rows[0]?.n;
+      });
+      assert.equal(bodies, 0);
+      const inbox = await first.inboxGet({ name: "chat" });
+      assert.deepEqual([inbox?.counters.acked, inbox?.entries], [40 * 24, 0]);
+    } finally {
+      await Promise.all(nodes.map((node) => node.close()));
+    }
+  });
+
   test("an append stores its body in one row; the trim of its last entry deletes it", async () => {
     const nodes = await twoNodes(url);
     const [store] = nodes;
