@@ -4,7 +4,7 @@
  * starting `// Over 80 lines` that says why. `describe` and `test` callbacks count as functions.
  */
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -18,14 +18,25 @@ const reasonPrefix = "// Over 80 lines";
 
 /** The tree's root, read beside dist (this file runs as packages/server/dist/testing/…). */
 const rootDir = fileURLToPath(new URL("../../../../", import.meta.url));
-const sourceRoots = ["packages/wire/src", "packages/client/src", "packages/server/src", "bench/src"];
+/** Every package's src/, and the bench's. */
+const sourceRoots = [
+  ...readdirSync(join(rootDir, "packages"))
+    .map((name) => `packages/${name}/src`)
+    .filter((root) => existsSync(join(rootDir, root))),
+  "bench/src",
+];
 
 /**
  * Files over a rule that another change is rewriting now, each with the reason it waits. The test
  * fails once a listed file keeps the rules, so that its entry is removed rather than left to rot.
  */
 const inboxWork = "changed by the inbox work under way; its authors bring it within the rules";
+const outboxWork = "the outbox package, new and still being written; its authors bring it within the rules";
 const pending = new Map<string, string>([
+  ["packages/outbox/src/event.ts", outboxWork],
+  ["packages/outbox/src/outbox.test.ts", outboxWork],
+  ["packages/outbox/src/postgres-driver.ts", outboxWork],
+  ["packages/outbox/src/relay.ts", outboxWork],
   ["packages/server/src/broker/inbox-subscription.test.ts", inboxWork],
   ["packages/server/src/cli/serve.ts", inboxWork],
   ["packages/server/src/e2e/inbox-subscribe.test.ts", inboxWork],
