@@ -220,6 +220,16 @@ export async function startHopperInboxTarget(params: {
         },
       };
     },
+    async storeCommits() {
+      const { status, text } = await http("GET", "/metrics", "");
+      if (status !== 200) throw new Error(`GET /metrics: ${status}`);
+      const sample = (name: string) =>
+        Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? Number.NaN);
+      return {
+        commits: sample("hopper_store_commits_total"),
+        jobs: sample("hopper_store_commit_jobs_total"),
+      };
+    },
     close,
   };
 }

@@ -39,6 +39,8 @@ export interface InboxTarget {
   subscribeDevices(recipients: readonly string[], onEntry: OnDeviceEntry): Promise<() => Promise<void>>;
   /** One idle device per recipient, `perConnection` of them on each connection. */
   openIdleDevices(recipients: readonly string[], perConnection: number): Promise<IdleDevices>;
+  /** Hopper: the store's group commits and the calls they carried so far (`/metrics`). */
+  storeCommits?(): Promise<{ commits: number; jobs: number }>;
   close(): Promise<void>;
 }
 

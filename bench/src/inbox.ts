@@ -138,6 +138,9 @@ interface FanoutResult {
   appendsPerSecond: number;
   elapsedMs: number;
   serverCpuUsPerEntry: number | undefined;
+  /** Hopper: the store's group commits over the fan-out, and the store calls they carried. */
+  commits?: number;
+  commitJobs?: number;
 }
 interface ReplayResult {
   entries: number;
@@ -254,6 +257,7 @@ async function runFanout(target: InboxTarget, options: InboxBenchOptions): Promi
   // A short warm-up on other recipients, so that the figure is not the first compile of the path.
   const warm = Array.from({ length: options.fanoutRecipients }, (_, i) => `warm${i}`);
   await appendAll(target, 200, options.inFlight, (i) => ({ id: `w-${i}`, recipients: warm, bodyJson }));
+  const commitsBefore = await target.storeCommits?.();
   const cpu = cpuMeter(target.pid);
   const elapsedMs = await appendAll(target, options.fanoutAppends, options.inFlight, (i) => ({
     id: `f-${i}`,
@@ -262,7 +266,13 @@ async function runFanout(target: InboxTarget, options: InboxBenchOptions): Promi
   }));
   const entries = options.fanoutAppends * options.fanoutRecipients;
   const cpuSeconds = cpu();
+  const commitsAfter = await target.storeCommits?.();
   return {
+    ...(commitsBefore &&
+      commitsAfter && {
+        commits: commitsAfter.commits - commitsBefore.commits,
+        commitJobs: commitsAfter.jobs - commitsBefore.jobs,
+      }),
     appends: options.fanoutAppends,
     recipients: options.fanoutRecipients,
     entriesPerSecond: entries / (elapsedMs / 1000),
@@ -414,6 +424,14 @@ function table(reports: TargetReport[], options: InboxBenchOptions): string {
       cells((r) => r.fanout && int(r.fanout.entriesPerSecond)),
     ],
     ["Fan-out, appends/s", cells((r) => r.fanout && int(r.fanout.appendsPerSecond))],
+    [
+      "Fan-out, store commits/s · appends per commit",
+      cells((r) =>
+        r.fanout?.commits !== undefined && r.fanout.commitJobs !== undefined
+          ? `${int(r.fanout.commits / (r.fanout.elapsedMs / 1000))} · ${(r.fanout.commitJobs / r.fanout.commits).toFixed(1)}`
+          : undefined,
+      ),
+    ],
     ["Fan-out, server CPU per entry, µs", cells((r) => r.fanout?.serverCpuUsPerEntry?.toFixed(1))],
     [
       `Replay of ${int(options.replayEntries)} on reconnect, ms to live: median (min–max) of ${options.replayRounds}`,
