@@ -52,6 +52,21 @@ export function inboxRetentionTests(suite: InboxSuite): void {
     },
   );
 
+  inboxTest(
+    "a device unseen for forgetDeviceAfterMs holds nothing back at an ack, before any sweep",
+    async () => {
+      const forgetMs = inboxAttributes.forgetDeviceAfterMs;
+      await create();
+      await seen("a", "old-phone", t0);
+      await append(["a"]);
+      await append(["a"]);
+      await ack("a", "new-phone", 2, t0 + forgetMs + 1);
+      assert.deepEqual(await position("a"), { depth: 0, oldest: 3, head: 2 }, "only active devices count");
+      const { devices } = await store.inboxRecipientGet({ name: "chat", recipient: "a" });
+      assert.equal(devices.length, 2, "the old phone is still listed until a sweep forgets it");
+    },
+  );
+
   inboxTest("maxDepth trims a recipient's oldest entries at append, counted as overflowed", async () => {
     await create("chat", { maxDepth: 3 });
     for (let i = 0; i < 5; i++) await append(["a"]);
