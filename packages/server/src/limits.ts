@@ -31,6 +31,11 @@ export const limits = {
    * default file-descriptor limits of a tuned host. Devices (browsers, phones) connect directly, so
    * this is the figure to raise, with the process's file limit, for a large chat deployment. */
   wsConnectionsMax: 10_000,
+  /** One client WebSocket frame: an ack of 100 receipts is about 7 KiB and a signal at most 7 KiB of
+   * data, so 256 KiB leaves room, and a larger frame closes the socket before it is buffered. */
+  wsFrameBytesMax: 256 * 1024,
+  /** At shutdown, WebSocket clients get this long to finish the close handshake before they are cut. */
+  wsCloseGraceMs: 1 * second,
   /** How long a push consumer may hold a delivery unacked: RabbitMQ's consumer_timeout default, long
    * enough for slow jobs, short enough that a stuck one ends. */
   consumerAckTimeoutMs: 30 * minute,

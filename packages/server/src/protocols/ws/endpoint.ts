@@ -17,11 +17,6 @@ import { limits } from "../../limits.js";
 import { WsConnection } from "./connection.js";
 import type { WsInboxes } from "./inbox-handler.js";
 
-/** One client frame: an ack of 100 receipts is ~7 KiB and a signal at most 7 KiB of data. */
-export const frameBytesMax = 256 * 1024;
-/** At shutdown, sockets get this long to finish the close handshake before they are cut. */
-const closeGraceMs = 1_000;
-
 export interface WebSocketEndpointOptions {
   broker: QueueBroker;
   clock: Clock;
@@ -43,7 +38,7 @@ export async function registerWebSocketEndpoint(
   /** The claims of each device upgrade, from its verification (onRequest) to its connection. */
   const deviceClaims = new WeakMap<object, DeviceClaims>();
 
-  await app.register(websocket, { options: { maxPayload: frameBytesMax } });
+  await app.register(websocket, { options: { maxPayload: limits.wsFrameBytesMax } });
 
   app.get(
     "/v1/ws",
@@ -106,7 +101,7 @@ async function closeSockets(sockets: WebSocket[]): Promise<void> {
   );
   const grace = setTimeout(() => {
     for (const socket of sockets) socket.terminate();
-  }, closeGraceMs);
+  }, limits.wsCloseGraceMs);
   await Promise.all(closed);
   clearTimeout(grace);
 }
