@@ -144,6 +144,30 @@ export const limits = {
    * which costs at worst one needless look of a waiter on that topic, never a lost wake-up. */
   wakeTopicHeadsMax: 100_000,
 
+  /** Messages one housekeeping step expires, and dead-letters after their last delivery, in one
+   * commit: bounds on one pass, so one queue's backlog never holds a commit for long; a queue with
+   * more is stepped again at once. */
+  housekeepingExpireBatchMax: 10_000,
+  housekeepingDeadLetterBatchMax: 1_000,
+  /** How soon housekeeping looks at a queue again after a step failed (the store was unreachable). */
+  housekeepingRetryMs: 1 * second,
+  /** How often a node that does not lead housekeeping tries to take the lead: a leader that died is
+   * replaced within this, and a follower's try costs one statement. */
+  leadershipCheckIntervalMs: 5 * second,
+  /** How soon the housekeeping leader looks at a queue after another node wrote messages to it. */
+  leaderCatchUpMs: 1 * second,
+  /** Waits between a PostgreSQL listener's reconnections, doubling from the first to the last, so a
+   * database restart is not hammered and a recovered one is found within 5 s. */
+  postgresReconnectDelayMsMin: 100,
+  postgresReconnectDelayMsMax: 5 * second,
+  /** Every node says `present` this often (unless told); another node counts it as listening for
+   * postgresPresenceIntervalsPerTimeout intervals. */
+  postgresPresenceIntervalMsDefault: 2 * second,
+  /** Three intervals: a node whose heartbeats are late by less than two intervals is not forgotten. */
+  postgresPresenceIntervalsPerTimeout: 3,
+  /** How long a shutdown waits for open requests before it closes their connections: long enough for
+   * a request under way to finish, short enough that a stop is prompt (long polls end at once). */
+  shutdownGraceMs: 2 * second,
   /** The most unacked deliveries one push consumer may hold: as the client worker's concurrency
    * ceiling, so a worker's prefetch is never refused for being too large. */
   prefetchMax: 1000,

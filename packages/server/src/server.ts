@@ -11,6 +11,7 @@ import { InboxBroker, type InboxBrokerStore } from "./broker/inboxes.js";
 import { QueueBroker } from "./broker/queues.js";
 import { SignalHub } from "./broker/signals.js";
 import { type Clock, systemClock } from "./clock.js";
+import { limits } from "./limits.js";
 import { Metrics } from "./observability/metrics.js";
 import { buildHttpApp } from "./protocols/http/app.js";
 import { registerWebSocketEndpoint } from "./protocols/ws/endpoint.js";
@@ -19,9 +20,6 @@ import { LogStore } from "./store/log/log-store.js";
 import { PostgresStore } from "./store/postgres/postgres-store.js";
 import { SqliteStore } from "./store/sqlite/sqlite-store.js";
 import type { Durability, Store } from "./store/store.js";
-
-/** How long a shutdown waits for open requests before it closes their connections. */
-const shutdownGraceMs = 2_000;
 
 export interface ServerOptions {
   host?: string;
@@ -125,7 +123,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         inboxes.stop();
         // Long polls answer at once on stop; a connection still open after the grace period is a
         // keep-alive straggler, and is cut so that shutdown is bounded.
-        const cutStragglers = setTimeout(() => app.server.closeAllConnections(), shutdownGraceMs);
+        const cutStragglers = setTimeout(() => app.server.closeAllConnections(), limits.shutdownGraceMs);
         await app.close();
         clearTimeout(cutStragglers);
         await store.close();

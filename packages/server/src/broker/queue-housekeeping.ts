@@ -4,19 +4,11 @@
  * housekeeping does; and what the ClusterLink reports of other nodes, which feeds the queues'
  * wake-ups (wake.ts) and drops cached queue records. docs/invariants.md, "Housekeeping ordering".
  */
+import { limits } from "../limits.js";
 import type { QueueRecord } from "../model/queue.js";
 import type { StoreEvent } from "../store/store.js";
 import type { QueueAdmin } from "./queue-admin.js";
 import { deadLettered, type QueueContext, wakeQueue } from "./queue-context.js";
-
-/** Bounds on one housekeeping pass, so one queue's backlog never holds a commit for long. */
-const expireBatchMax = 10_000;
-const deadLetterBatchMax = 1_000;
-const housekeepingRetryMs = 1_000;
-/** How often a node that does not lead housekeeping tries to take the lead. */
-const leadershipCheckMs = 5_000;
-/** How soon the leader looks at a queue after another node wrote messages to it. */
-const leaderCatchUpMs = 1_000;
 
 export class QueueHousekeeping {
   /** The end of the last dead-letter sweep per queue: rows that became visible after it are looked at. */
@@ -66,7 +58,7 @@ export class QueueHousekeeping {
       wake.advanceAll();
       // Messages other nodes committed meanwhile may not have been announced: the leader catches up.
       if (this.leading) {
-        this.offerAllQueues(clock.now() + leaderCatchUpMs).catch((error: unknown) =>
+        this.offerAllQueues(clock.now() + limits.leaderCatchUpMs).catch((error: unknown) =>
           log.error({ err: error }, "listing the queues to catch up on failed"),
         );
       }
@@ -79,7 +71,7 @@ export class QueueHousekeeping {
     } else if (this.leading) {
       // Messages arrived through another node: the leader must learn their retention and lease ends.
       // Offers within the interval share one housekeeping pass.
-      scheduler.offer(event.queue, clock.now() + leaderCatchUpMs);
+      scheduler.offer(event.queue, clock.now() + limits.leaderCatchUpMs);
     }
     wakeQueue(this.context, event.queue);
   }
@@ -105,7 +97,7 @@ export class QueueHousekeeping {
       // A pass still running when the broker stopped meets a closed store: nothing to report.
       if (this.context.stopped) return;
       this.context.log.error({ err: error, queue: name }, "housekeeping failed; retrying");
-      this.context.scheduler.offer(name, this.context.clock.now() + housekeepingRetryMs);
+      this.context.scheduler.offer(name, this.context.clock.now() + limits.housekeepingRetryMs);
     } finally {
       this.running.delete(name);
     }
@@ -145,7 +137,7 @@ export class QueueHousekeeping {
     if (leading && !this.leading) await this.offerAllQueues(clock.now());
     this.leading = leading;
     if (!leading && !this.context.stopped && !this.cancelLeadershipCheck) {
-      this.cancelLeadershipCheck = clock.setTimer(clock.now() + leadershipCheckMs, () => {
+      this.cancelLeadershipCheck = clock.setTimer(clock.now() + limits.leadershipCheckIntervalMs, () => {
         this.cancelLeadershipCheck = undefined;
         return this.checkLeadership().then(
           () => {},
@@ -163,8 +155,13 @@ export class QueueHousekeeping {
     const expiredBefore = now - queue.attributes.retentionMs;
     let expired: number;
     do {
-      ({ expired } = await store.queueExpire({ queue: name, expiredBefore, max: expireBatchMax, now }));
-    } while (expired === expireBatchMax);
+      ({ expired } = await store.queueExpire({
+        queue: name,
+        expiredBefore,
+        max: limits.housekeepingExpireBatchMax,
+        now,
+      }));
+    } while (expired === limits.housekeepingExpireBatchMax);
     const deadLetter = await this.admin.deadLetterRoute(queue);
     if (deadLetter) {
       let moved: number;
@@ -173,11 +170,11 @@ export class QueueHousekeeping {
           queue: name,
           visibleFrom: this.sweptUntil.get(name) ?? Number.MIN_SAFE_INTEGER,
           now,
-          max: deadLetterBatchMax,
+          max: limits.housekeepingDeadLetterBatchMax,
           deadLetter,
         }));
         deadLettered(this.context, deadLetter, moved);
-      } while (moved === deadLetterBatchMax);
+      } while (moved === limits.housekeepingDeadLetterBatchMax);
     }
     this.sweptUntil.set(name, now);
   }

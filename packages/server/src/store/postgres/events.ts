@@ -19,6 +19,7 @@
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
+import { limits } from "../../limits.js";
 import type { StoreEvent } from "../store.js";
 import * as sql from "./statements/index.js";
 
@@ -31,14 +32,6 @@ export interface StoreEventsOptions extends pg.ClientConfig {
   /** The time, for presence; Date.now unless a test drives it. */
   now?: () => number;
 }
-
-/** Reconnection waits double from the first to the last, so a database restart is not hammered. */
-const reconnectDelayMsMin = 100;
-const reconnectDelayMsMax = 5_000;
-/** Every node says `present` this often; another node counts it as listening for presenceTimeoutMs. */
-const presenceIntervalMsDefault = 2_000;
-/** Three intervals: a node whose heartbeats are late by less than two intervals is not forgotten. */
-const presenceIntervalsPerTimeout = 3;
 
 interface Payload {
   /** The node (or "app", for an application's own transaction) that committed the change. */
@@ -76,7 +69,7 @@ export class StoreEvents {
   private client: pg.Client | undefined;
   private leading = false;
   private stopped = false;
-  private reconnectDelayMs = reconnectDelayMsMin;
+  private reconnectDelayMs: number = limits.postgresReconnectDelayMsMin;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private presenceTimer: NodeJS.Timeout | undefined;
   private readonly presenceTimeoutMs: number;
@@ -87,8 +80,8 @@ export class StoreEvents {
   constructor(private readonly options: StoreEventsOptions) {
     this.channel = channelFor(options.schema);
     this.now = options.now ?? Date.now;
-    const intervalMs = options.presenceIntervalMs ?? presenceIntervalMsDefault;
-    this.presenceTimeoutMs = intervalMs * presenceIntervalsPerTimeout;
+    const intervalMs = options.presenceIntervalMs ?? limits.postgresPresenceIntervalMsDefault;
+    this.presenceTimeoutMs = intervalMs * limits.postgresPresenceIntervalsPerTimeout;
   }
 
   async start(): Promise<void> {
@@ -105,11 +98,11 @@ export class StoreEvents {
       throw error;
     }
     this.client = client;
-    this.reconnectDelayMs = reconnectDelayMsMin;
+    this.reconnectDelayMs = limits.postgresReconnectDelayMsMin;
     clearInterval(this.presenceTimer);
     this.presenceTimer = setInterval(
       () => this.say("present"),
-      this.options.presenceIntervalMs ?? presenceIntervalMsDefault,
+      this.options.presenceIntervalMs ?? limits.postgresPresenceIntervalMsDefault,
     );
     this.presenceTimer.unref();
   }
@@ -223,7 +216,7 @@ export class StoreEvents {
         // Notifications sent while the session was down are gone: everyone looks again.
         this.emit({ kind: "resync" });
       } catch {
-        this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, reconnectDelayMsMax);
+        this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, limits.postgresReconnectDelayMsMax);
         this.scheduleReconnect();
       }
     }, this.reconnectDelayMs);
