@@ -34,6 +34,12 @@ export const limits = {
   /** One client WebSocket frame: an ack of 100 receipts is about 7 KiB and a signal at most 7 KiB of
    * data, so 256 KiB leaves room, and a larger frame closes the socket before it is buffered. */
   wsFrameBytesMax: 256 * 1024,
+  /** A WebSocket frame's `ref`, echoed in the answer so a client can match it to its frame: short,
+   * as it is only a tag. */
+  wsRefLengthMax: 128,
+  /** A WebSocket frame's `sub`: the subscription ids the server hands out are decimal counters, and 20
+   * digits hold any 64-bit number. */
+  wsSubLengthMax: 20,
   /** At shutdown, WebSocket clients get this long to finish the close handshake before they are cut. */
   wsCloseGraceMs: 1 * second,
   /** How long a push consumer may hold a delivery unacked: RabbitMQ's consumer_timeout default, long

@@ -13,12 +13,11 @@ import { type InboxClientFrame, inboxFrameSchemas } from "./inbox-frames.js";
 
 const strict = { additionalProperties: false } as const;
 
-/** Echoed in the answer so a client can match it to its frame; short, as it is only a tag. */
-const refLengthMax = 128;
-const Ref = Type.Union([Type.String({ maxLength: refLengthMax }), Type.Number()]);
+/** Echoed in the answer so a client can match it to its frame. */
+const Ref = Type.Union([Type.String({ maxLength: limits.wsRefLengthMax }), Type.Number()]);
 const Name = Type.String({ pattern: limits.namePattern });
 /** Subscription ids are small decimal numbers handed out per connection. */
-const Sub = Type.String({ minLength: 1, maxLength: 20 });
+const Sub = Type.String({ minLength: 1, maxLength: limits.wsSubLengthMax });
 
 const frameSchemas = {
   consume: Type.Object(
