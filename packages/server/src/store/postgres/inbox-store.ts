@@ -89,7 +89,8 @@ interface ReadRow {
   message_id: string | null;
   body: Buffer | null;
   content_type: string | null;
-  headers: Record<string, string> | null;
+  /** JSON text, as the append gave it: the headers come back in their order. */
+  headers: string | null;
   appended_at: number | null;
 }
 
@@ -192,7 +193,7 @@ export class PostgresInboxStore implements InboxStore {
           id: row.message_id ?? "",
           body: row.body ?? Buffer.alloc(0),
           contentType: row.content_type ?? "",
-          headers: row.headers ?? {},
+          headers: row.headers === null ? {} : (JSON.parse(row.headers) as Record<string, string>),
           appendedAt: row.appended_at ?? 0,
         }),
       );

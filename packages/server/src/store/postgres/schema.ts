@@ -182,7 +182,7 @@ export const migrations: readonly string[] = [
     message_id   text NOT NULL,
     body         bytea NOT NULL,
     content_type text NOT NULL,
-    headers      jsonb NOT NULL,
+    headers      text NOT NULL,
     entries      integer NOT NULL
   );
   CREATE INDEX inbox_bodies_by_inbox ON inbox_bodies (inbox_id);

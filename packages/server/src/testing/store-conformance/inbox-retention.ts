@@ -137,13 +137,27 @@ export function inboxRetentionTests(suite: InboxSuite): void {
     await append(["a", "b"], {
       message: inboxMessage({ body: binary, contentType: "application/octet-stream" }),
     });
-    await append(["a", "b"], { message: inboxMessage({ body: jsonText, contentType: "application/json" }) });
+    await append(["a", "b"], {
+      message: inboxMessage({ body: jsonText, contentType: "application/json", headers: { z: "1", a: "2" } }),
+    });
     const bytes = async (recipient: string) =>
       (await read(recipient)).entries.map((entry) => Buffer.from(entry.body));
     const [binaryOfA, jsonOfA] = await bytes("a");
     assert.ok(binaryOfA?.equals(binary), "binary bytes exact");
     assert.ok(jsonOfA?.equals(Buffer.from(jsonText, "utf8")), "a JSON body given as text keeps its bytes");
     assert.deepEqual(await bytes("b"), [binaryOfA, jsonOfA], "both recipients read the same bodies");
+    const [, jsonEntry] = (await read("b")).entries;
+    assert.deepEqual(
+      [jsonEntry?.contentType, Object.entries(jsonEntry?.headers ?? {})],
+      [
+        "application/json",
+        [
+          ["z", "1"],
+          ["a", "2"],
+        ],
+      ],
+      "content type and headers as given, in their order",
+    );
     // One recipient's trim leaves the body that another still holds.
     await ack("a", "phone", 2, t0 + 1);
     assert.deepEqual(await bytes("b"), [binary, Buffer.from(jsonText, "utf8")]);

@@ -128,7 +128,7 @@ const releasedColumns = `
  * (inboxRecipientsLock): the body once, an entry per appended recipient, its id remembered, its head
  * moved, its entries beyond maxDepth trimmed; the skipped recipients' skipped_after; the counters.
  * $1 inboxId, $2 appended recipients, $3 their new seqs, $4 their trimmed_through as locked,
- * $5 skipped recipients, $6 messageId, $7 body, $8 contentType, $9 headers (JSON), $10 now,
+ * $5 skipped recipients, $6 messageId, $7 body, $8 contentType, $9 headers (JSON text, kept as given), $10 now,
  * $11 expiresAt of the remembered ids (NULL: none remembered), $12 maxDepth, $13 counter shard,
  * $14 duplicates, $15 recipient rows created. Returns: { overflowed, body_ids, body_counts } (the
  * bodies of the entries trimmed by maxDepth, for inboxBodiesLock and inboxBodiesRelease).
@@ -139,7 +139,7 @@ export const inboxAppendWrite = `
   ),
   body AS (
     INSERT INTO inbox_bodies (inbox_id, message_id, body, content_type, headers, entries)
-    SELECT $1, $6, $7, $8, $9::jsonb, count(*) FROM appended HAVING count(*) > 0
+    SELECT $1, $6, $7, $8, $9, count(*) FROM appended HAVING count(*) > 0
     RETURNING body_id
   ),
   entries AS (
@@ -329,7 +329,7 @@ export const inboxReadStatement = `
     WHERE i.name = $1
   )
   SELECT 0::bigint AS seq, s.epoch, s.head, s.trimmed_through, s.skipped_after, s.devices,
-    NULL::text AS message_id, NULL::bytea AS body, NULL::text AS content_type, NULL::jsonb AS headers,
+    NULL::text AS message_id, NULL::bytea AS body, NULL::text AS content_type, NULL::text AS headers,
     NULL::bigint AS appended_at
   FROM s
   UNION ALL
