@@ -213,6 +213,22 @@ export const limits = {
    * reported as such rather than hanging the test. */
   fakeClockTimersPerAdvanceMax: 10_000,
 
+  /** The CLI's `hopper send --lines` batches up to half of requestBytesMax: a batch's size is
+   * estimated from its messages alone, and the request adds framing around them. */
+  cliSendBatchBytesMax: requestBytesMax / 2,
+  /** How often the CLI reads a redrive task it follows: often enough for a smooth bar, rarely enough
+   * to cost the server nothing. */
+  cliTaskPollMs: 200,
+  /** Without a terminal, the CLI prints one progress line a second: enough for a log, not a flood. */
+  cliProgressLineIntervalMs: 1 * second,
+  /** The CLI measures a redrive's rate over the last few seconds, so its ETA follows a change of pace. */
+  cliRateWindowMs: 5 * second,
+  /** Dead letters `hopper dlq peek` shows when not told: a screenful, enough to see the pattern of
+   * what failed, few enough to read. */
+  cliPeekLimitDefault: 20,
+  /** A body preview in the CLI's tables is cut past this, so one message stays one line. */
+  cliBodyPreviewCharsMax: 40,
+
   /** Entries one inbox read answers when it does not say. */
   inboxReadLimitDefault: 100,
   /** How often the housekeeping leader sweeps each namespace: retention is a bound on storage, not a

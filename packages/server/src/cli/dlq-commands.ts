@@ -5,6 +5,7 @@
  */
 import { systemClock, type Task } from "@hopper/client";
 import { type Command, Option } from "commander";
+import { limits } from "../limits.js";
 import {
   formatDeadLetterSummary,
   formatDeadLetterTable,
@@ -21,9 +22,6 @@ import {
 } from "./flags.js";
 import { printJson } from "./output.js";
 import { followTask } from "./redrive-wait.js";
-
-/** A screenful: enough to see the pattern of what failed, few enough to read. */
-const peekLimitDefault = 20;
 
 interface PeekFlags {
   limit: number;
@@ -45,7 +43,7 @@ export function addDlqCommands(program: Command): void {
     .addOption(
       new Option("--limit <n>", "show up to this many, oldest first")
         .argParser(integerFlag(1))
-        .default(peekLimitDefault),
+        .default(limits.cliPeekLimitDefault),
     )
     .action(clientAction<PeekFlags>(peek));
 

@@ -4,10 +4,9 @@
  * functions of what the server answered and the time, so they are tested without a server.
  */
 import { deadLetterHeaders, type PeekedMessage, type Task } from "@hopper/client";
+import { limits } from "../limits.js";
 import { formatAge, formatTable, plural } from "./output.js";
 
-/** A body preview longer than this is cut, so one message stays one line of the table. */
-const bodyPreviewCharsMax = 40;
 /** The progress bar's width in characters, between its brackets. */
 const progressBarChars = 24;
 
@@ -16,7 +15,7 @@ const missing = "-";
 
 /**
  * A body on one line: JSON compact, `text/*` decoded with runs of whitespace made one space, anything
- * else only described, since raw bytes could garble the terminal. Cut to `bodyPreviewCharsMax`.
+ * else only described, since raw bytes could garble the terminal. Cut to `limits.cliBodyPreviewCharsMax`.
  */
 export function bodyPreview(message: Pick<PeekedMessage, "body" | "bodyBase64" | "contentType">): string {
   let text: string;
@@ -29,9 +28,9 @@ export function bodyPreview(message: Pick<PeekedMessage, "body" | "bodyBase64" |
   }
   const oneLine = text.replace(/\s+/g, " ").trim();
   const chars = Array.from(oneLine);
-  return chars.length <= bodyPreviewCharsMax
+  return chars.length <= limits.cliBodyPreviewCharsMax
     ? oneLine
-    : `${chars.slice(0, bodyPreviewCharsMax - 1).join("")}…`;
+    : `${chars.slice(0, limits.cliBodyPreviewCharsMax - 1).join("")}…`;
 }
 
 /**

@@ -15,12 +15,6 @@ import {
 import { bodyFromBytes, bodyFromText, readBody, readLines } from "./message-body.js";
 import { formatMessage, printJson } from "./output.js";
 
-/**
- * The server refuses a request larger than `limits.requestBytesMax`. A batch stops at half of it,
- * because its size is estimated from the messages alone and the request adds framing around them.
- */
-const sendBatchBytesMax = limits.requestBytesMax / 2;
-
 interface SendFlags {
   file?: string;
   lines?: boolean;
@@ -117,7 +111,7 @@ async function sendOne(connection: Connection, queue: string, message: SendMessa
 
 /**
  * Sends one message per line, in batches of at most `limits.batchSizeMax` messages and about
- * `sendBatchBytesMax` bytes. Ids are printed batch by batch, so if a request fails the output
+ * `limits.cliSendBatchBytesMax` bytes. Ids are printed batch by batch, so if a request fails the output
  * already says which lines were sent. Answers the number of failed messages.
  */
 async function sendLines(
@@ -143,7 +137,7 @@ async function sendLines(
   for await (const line of lines) {
     const message = { ...shared, ...bodyFromText(line.text, asText) };
     const bytes = Buffer.byteLength(JSON.stringify(message));
-    const full = batch.length === limits.batchSizeMax || batchBytes + bytes > sendBatchBytesMax;
+    const full = batch.length === limits.batchSizeMax || batchBytes + bytes > limits.cliSendBatchBytesMax;
     if (batch.length > 0 && full) await flush();
     batch.push(message);
     lineNumbers.push(line.number);

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { Clock, ClockTimer, Task } from "@hopper/client";
-import { followTask, plainLineIntervalMs, RateEstimator, taskPollMs } from "./redrive-wait.js";
+import { limits } from "../limits.js";
+import { followTask, RateEstimator } from "./redrive-wait.js";
 
 /** A clock whose time moves only when a timer runs: each timer advances it by its own delay. */
 class StepClock implements Clock {
@@ -78,8 +79,8 @@ test("without a terminal, a progress line at the start, once a second, and at th
 
   assert.equal(result.task.state, "done");
   assert.equal(result.interrupted, false);
-  assert.equal(clock.now(), 10 * taskPollMs, "one read per poll, ten polls of five");
-  assert.equal(plainLineIntervalMs, 5 * taskPollMs);
+  assert.equal(clock.now(), 10 * limits.cliTaskPollMs, "one read per poll, ten polls of five");
+  assert.equal(limits.cliProgressLineIntervalMs, 5 * limits.cliTaskPollMs);
   assert.deepEqual(writes, [
     "redrive t1: 0/50 moved (0%), - msg/s, ETA -\n",
     "redrive t1: 25/50 moved (50%), 25.0 msg/s, ETA 1.0s\n",

@@ -5,14 +5,9 @@
  * drawing and the cancel are tested without a terminal, a server or a real Ctrl-C.
  */
 import type { Clock, HopperClient, Task } from "@hopper/client";
+import { limits } from "../limits.js";
 import { formatProgressBar, formatProgressLine, type ProgressEstimate } from "./dlq-output.js";
 
-/** How often the task is read: often enough for a smooth bar, rarely enough to cost the server nothing. */
-export const taskPollMs = 200;
-/** Without a terminal, one progress line a second: enough for a log, not a flood. */
-export const plainLineIntervalMs = 1_000;
-/** The rate is measured over the last few seconds, so the ETA follows a change of pace. */
-const rateWindowMs = 5_000;
 /** Erases from the cursor to the end of the line, so a shorter redraw leaves no tail of the last one. */
 const eraseLineEnd = "\u001b[K";
 
@@ -37,14 +32,14 @@ export interface FollowResult {
   interrupted: boolean;
 }
 
-/** Measures the rate of a task's progress from the polls of the last `rateWindowMs`. */
+/** Measures the rate of a task's progress from the polls of the last `limits.cliRateWindowMs`. */
 export class RateEstimator {
   private samples: { atMs: number; moved: number }[] = [];
 
   record(atMs: number, moved: number): void {
     this.samples.push({ atMs, moved });
     // Keep one sample older than the window, so the window is always covered end to end.
-    while (this.samples.length > 2 && (this.samples[1]?.atMs ?? atMs) <= atMs - rateWindowMs) {
+    while (this.samples.length > 2 && (this.samples[1]?.atMs ?? atMs) <= atMs - limits.cliRateWindowMs) {
       this.samples.shift();
     }
   }
@@ -78,7 +73,7 @@ export async function followTask(started: Task, options: FollowOptions): Promise
     if (progress.isTTY) {
       progress.write(`\r${formatProgressBar(task, estimate)}${eraseLineEnd}`);
       barDrawn = true;
-    } else if (final || clock.now() - lastLineAtMs >= plainLineIntervalMs) {
+    } else if (final || clock.now() - lastLineAtMs >= limits.cliProgressLineIntervalMs) {
       progress.write(`${formatProgressLine(task, estimate)}\n`);
       lastLineAtMs = clock.now();
     }
@@ -102,12 +97,12 @@ export async function followTask(started: Task, options: FollowOptions): Promise
     rate.record(clock.now(), task.moved);
     draw(false);
     while (task.state === "running") {
-      if (!interrupted) await pause(taskPollMs);
+      if (!interrupted) await pause(limits.cliTaskPollMs);
       if (interrupted) {
         task = await client.cancelTask(task.id);
         // A step under way when the cancel came still completes (it is one transaction) and adds
         // to `moved`; one more read after a poll's pause reports the count it ended at.
-        await pause(taskPollMs);
+        await pause(limits.cliTaskPollMs);
         task = await client.getTask(task.id);
         break;
       }
