@@ -96,20 +96,6 @@ export const inboxRecipientsLock = `
   FOR NO KEY UPDATE`;
 
 /**
- * $1 inboxId, $2 recipients, $3 messageId, $4 now. Run after inboxRecipientsLock, so its snapshot holds
- * every append committed to these recipients before. Returns per recipient: { recipient,
- * remembered_seq } the seq the message id was appended at while remembered (else NULL), and
- * { last_seen_at } the latest sighting of any of its devices (NULL: none).
- */
-export const inboxAppendLookup = `
-  SELECT u.recipient,
-    (SELECT x.seq FROM inbox_ids x
-     WHERE x.inbox_id = $1 AND x.recipient = u.recipient AND x.message_id = $3 AND x.expires_at > $4) AS remembered_seq,
-    (SELECT max(d.last_seen_at) FROM inbox_devices d
-     WHERE d.inbox_id = $1 AND d.recipient = u.recipient) AS last_seen_at
-  FROM unnest($2::text[]) AS u(recipient)`;
-
-/**
  * Given a CTE `deleted` of rows (body_id) of deleted entries: the CTE `released` (body_id, n), how many
  * entries of each body went. The bodies' counts are lowered by a statement of their own
  * (inboxBodiesLock, inboxBodiesRelease), which locks them in body_id order: two trims that share
@@ -124,52 +110,79 @@ const releasedColumns = `
   coalesce((SELECT array_agg(n ORDER BY body_id) FROM released), '{}') AS body_counts`;
 
 /**
- * One append's writes, all recipients in one statement, under the recipients' locks
- * (inboxRecipientsLock): the body once, an entry per appended recipient, its id remembered, its head
- * moved, its entries beyond maxDepth trimmed; the skipped recipients' skipped_after; the counters.
- * $1 inboxId, $2 appended recipients, $3 their new seqs, $4 their trimmed_through as locked,
- * $5 skipped recipients, $6 messageId, $7 body, $8 contentType, $9 headers (JSON text, kept as given), $10 now,
- * $11 expiresAt of the remembered ids (NULL: none remembered), $12 maxDepth, $13 counter shard,
- * $14 duplicates, $15 recipient rows created. Returns: { overflowed, body_ids, body_counts } (the
- * bodies of the entries trimmed by maxDepth, for inboxBodiesLock and inboxBodiesRelease).
+ * One append after inboxRecipientsLock, all recipients in one statement. It starts once the locks are
+ * held, so its snapshot holds every append committed to these recipients before. Per recipient it
+ * decides: `duplicate` when the message id is remembered (expires_at > now), `skipped` when
+ * stopFanoutAfterMs is set and every device it has was last seen that long ago (a recipient with no
+ * device is never idle), else `appended` at head + 1. Then it writes: the body once, an entry per
+ * appended recipient, its id remembered, its head moved, its entries beyond maxDepth trimmed; the
+ * skipped recipients' skipped_after; the counters.
+ * $1 inboxId, $2 recipients (distinct, locked), $3 how many more times each was named in the call,
+ * $4 messageId, $5 body, $6 contentType, $7 headers (JSON text, kept as given), $8 now, $9 expiresAt of
+ * the remembered ids (NULL: none remembered), $10 maxDepth, $11 stopFanoutAfterMs (NULL: never idle),
+ * $12 counter shard, $13 recipient rows created. Returns per recipient: { recipient, outcome, seq } (seq
+ * NULL when skipped), each row with { body_ids, body_counts }, the bodies of the entries maxDepth
+ * trimmed, for inboxBodiesLock and inboxBodiesRelease.
  */
 export const inboxAppendWrite = `
-  WITH appended AS (
-    SELECT * FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS a(recipient, seq, trimmed_through)
+  WITH decided AS (
+    SELECT u.recipient, u.repeats, r.head, r.trimmed_through, x.seq AS remembered_seq,
+      CASE
+        WHEN x.seq IS NOT NULL THEN 'duplicate'
+        WHEN $11::bigint IS NOT NULL AND (SELECT max(d.last_seen_at) FROM inbox_devices d
+                                         WHERE d.inbox_id = $1 AND d.recipient = u.recipient) <= $8 - $11
+          THEN 'skipped'
+        ELSE 'appended'
+      END AS outcome
+    FROM unnest($2::text[], $3::int[]) AS u(recipient, repeats)
+    JOIN inbox_recipients r ON r.inbox_id = $1 AND r.recipient = ANY($2::text[]) AND r.recipient = u.recipient
+    LEFT JOIN inbox_ids x ON x.inbox_id = $1 AND x.recipient = u.recipient AND x.message_id = $4
+      AND x.expires_at > $8
+  ),
+  appended AS (
+    SELECT recipient, head + 1 AS seq, trimmed_through FROM decided WHERE outcome = 'appended'
   ),
   body AS (
     INSERT INTO inbox_bodies (inbox_id, message_id, body, content_type, headers, entries)
-    SELECT $1, $6, $7, $8, $9, count(*) FROM appended HAVING count(*) > 0
+    SELECT $1, $4, $5, $6, $7, count(*) FROM appended HAVING count(*) > 0
     RETURNING body_id
   ),
   entries AS (
     INSERT INTO inbox_entries (inbox_id, recipient, seq, body_id, appended_at)
-    SELECT $1, a.recipient, a.seq, body.body_id, $10 FROM appended a, body
+    SELECT $1, a.recipient, a.seq, body.body_id, $8 FROM appended a, body
   ),
   remembered AS (
     INSERT INTO inbox_ids AS x (inbox_id, recipient, message_id, seq, expires_at)
-    SELECT $1, a.recipient, $6, a.seq, $11 FROM appended a WHERE $11::bigint IS NOT NULL
+    SELECT $1, a.recipient, $4, a.seq, $9 FROM appended a WHERE $9::bigint IS NOT NULL
     ON CONFLICT (inbox_id, recipient, message_id) DO UPDATE SET seq = excluded.seq, expires_at = excluded.expires_at
   ),
   overflowed AS (
     DELETE FROM inbox_entries e USING appended a
-    WHERE e.inbox_id = $1 AND e.recipient = a.recipient AND e.seq > a.trimmed_through AND e.seq <= a.seq - $12
+    WHERE e.inbox_id = $1 AND e.recipient = a.recipient AND e.seq > a.trimmed_through AND e.seq <= a.seq - $10
     RETURNING e.body_id
   ),
   heads AS (
-    UPDATE inbox_recipients r SET head = a.seq, trimmed_through = greatest(r.trimmed_through, a.seq - $12)
+    UPDATE inbox_recipients r SET head = a.seq, trimmed_through = greatest(r.trimmed_through, a.seq - $10)
     FROM appended a
     -- = ANY keeps the rows found by index, not by a scan of every recipient of the namespace.
     WHERE r.inbox_id = $1 AND r.recipient = ANY($2::text[]) AND r.recipient = a.recipient
   ),
   skips AS (
     UPDATE inbox_recipients r SET skipped_after = r.head
-    WHERE r.inbox_id = $1 AND r.recipient = ANY($5::text[])
+    FROM decided k
+    WHERE r.inbox_id = $1 AND r.recipient = ANY($2::text[]) AND r.recipient = k.recipient
+      AND k.outcome = 'skipped'
   ),
   ${releasedBodies("overflowed")},
   counted AS (
     INSERT INTO inbox_counters AS c (inbox_id, shard, appended, duplicates, skipped, overflowed, recipients)
-    SELECT $1, $13, cardinality($2::text[]), $14, cardinality($5::text[]), (SELECT count(*) FROM overflowed), $15
+    SELECT $1, $12,
+      count(*) FILTER (WHERE outcome = 'appended'),
+      -- A repeat of a recipient in the call answers as a duplicate of its first answer, unless skipped.
+      count(*) FILTER (WHERE outcome = 'duplicate') + coalesce(sum(repeats) FILTER (WHERE outcome <> 'skipped'), 0),
+      count(*) FILTER (WHERE outcome = 'skipped'),
+      (SELECT count(*) FROM overflowed), $13
+    FROM decided
     ON CONFLICT (inbox_id, shard) DO UPDATE SET
       appended = c.appended + excluded.appended,
       duplicates = c.duplicates + excluded.duplicates,
@@ -177,7 +190,10 @@ export const inboxAppendWrite = `
       overflowed = c.overflowed + excluded.overflowed,
       recipients = c.recipients + excluded.recipients
   )
-  SELECT (SELECT count(*) FROM overflowed)::int AS overflowed, ${releasedColumns}`;
+  SELECT recipient, outcome,
+    CASE outcome WHEN 'duplicate' THEN remembered_seq WHEN 'appended' THEN head + 1 END AS seq,
+    ${releasedColumns}
+  FROM decided`;
 
 /** $1 bodyIds (sorted). Locks the bodies in body_id order. Returns: { body_id, entries } of each. */
 export const inboxBodiesLock = `
