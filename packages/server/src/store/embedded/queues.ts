@@ -295,8 +295,17 @@ export class EmbeddedQueues<Q extends QueueSlot, M extends MessageSlot> {
       for (const message of toLease) {
         const deliveryCount = message.deliveryCount + 1;
         if (deliveryCount > 1) redelivered++;
+        const stored = this.rows.stored(message);
+        // One literal, not a spread: every leased message takes the same shape (the render is hot).
         outcome.messages.push({
-          ...this.rows.stored(message),
+          id: stored.id,
+          body: stored.body,
+          contentType: stored.contentType,
+          headers: stored.headers,
+          key: stored.key,
+          priority: stored.priority,
+          dedupId: stored.dedupId,
+          publishedAt: stored.publishedAt,
           visibleAt: params.leaseExpiresAt,
           deliveryCount,
           firstDeliveredAt: message.firstDeliveredAt ?? params.now,

@@ -52,9 +52,15 @@ export function toSqliteQueueRecord(row: SqliteQueueRow): QueueRecord {
   return toQueueRecord({ ...row, attributes: JSON.parse(row.attributes) as QueueAttributes });
 }
 
-/** A message row read as an array of sql.messageColumns, in their order. */
+/** A message row read as an array of sql.messageColumns, in their order: one object with both the
+ * columns' names and the engine's (MessageSlot), built in one literal (a lease reads thousands). */
 function toMessageRow(values: unknown[]): SqliteMessageRow {
-  const row = {
+  const deliveryCount = values[9] as number;
+  const firstDeliveredAt = values[10] as number | null;
+  const visibleAt = values[8] as number;
+  const leaseToken = values[11] as number | null;
+  const groupKey = values[14] as string | null;
+  return {
     seq: values[0] as number,
     queue_id: values[1] as number,
     id: values[2] as string,
@@ -63,24 +69,21 @@ function toMessageRow(values: unknown[]): SqliteMessageRow {
     headers: values[5] as string | null,
     key: values[6] as string | null,
     published_at: values[7] as number,
-    visible_at: values[8] as number,
-    delivery_count: values[9] as number,
-    first_delivered_at: values[10] as number | null,
-    lease_token: values[11] as number | null,
+    visible_at: visibleAt,
+    delivery_count: deliveryCount,
+    first_delivered_at: firstDeliveredAt,
+    lease_token: leaseToken,
     priority: values[12] as number,
     dedup_id: values[13] as string | null,
-    group_key: values[14] as string | null,
+    group_key: groupKey,
     head: values[15] as number,
     body_crc: values[16] as number | null,
     corrupt: values[17] as number,
-  };
-  return {
-    ...row,
-    deliveryCount: row.delivery_count,
-    firstDeliveredAt: row.first_delivered_at,
-    visibleAt: row.visible_at,
-    leaseToken: row.lease_token,
-    groupKey: row.group_key,
+    deliveryCount,
+    firstDeliveredAt,
+    visibleAt,
+    leaseToken,
+    groupKey,
   };
 }
 
