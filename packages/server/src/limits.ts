@@ -34,6 +34,19 @@ export const limits = {
   /** One client WebSocket frame: an ack of 100 receipts is about 7 KiB and a signal at most 7 KiB of
    * data, so 256 KiB leaves room, and a larger frame closes the socket before it is buffered. */
   wsFrameBytesMax: 256 * 1024,
+  /** Consumers on one WebSocket connection: a process consumes a few queues, not hundreds. */
+  wsConsumersPerConnectionMax: 64,
+  /** Frames of one WebSocket connection being worked on at once; past it the socket is not read until
+   * some finish (and it is read again below half), so one client cannot queue unbounded work. */
+  wsOperationsInFlightMax: 64,
+  /** Bytes of frames one WebSocket connection may hand the broker in one turn of the event loop; past
+   * it the socket is not read again until the next turn. libuv reads a busy socket up to 32 times
+   * 64 KiB in a row, so a publisher with a deep window could hold the event loop for tens of
+   * milliseconds while the acks of other connections wait (docs/websocket.md, "Fairness"). */
+  wsReadBytesPerTurnMax: 256 * 1024,
+  /** A ping every 30 s keeps idle WebSocket connections open through proxies and finds dead peers
+   * within 60 s. */
+  wsPingIntervalMs: 30 * second,
   /** A WebSocket frame's `ref`, echoed in the answer so a client can match it to its frame: short,
    * as it is only a tag. */
   wsRefLengthMax: 128,

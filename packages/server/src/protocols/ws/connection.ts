@@ -28,21 +28,9 @@ import {
 } from "./frames.js";
 import { ConnectionInboxes, type WsInboxes } from "./inbox-handler.js";
 
-/** Consumers on one connection: a process consumes a few queues, not hundreds. */
-export const consumersPerConnectionMax = 64;
-/** Frames being worked on at once; past it the socket is not read until some finish. */
-export const operationsInFlightMax = 64;
-/**
- * Bytes of frames one connection may hand the broker in one turn of the event loop; past it the
- * socket is not read again until the next turn. libuv reads a busy socket up to 32 times 64 KiB in a
- * row, so a publisher with a deep window could hold the event loop for tens of milliseconds while the
- * acks of other connections wait (docs/websocket.md, "Fairness").
- */
-export const readBytesPerTurnMax = 256 * 1024;
-/** The smallest WebSocket frame header: what an empty frame costs the read budget. */
+/** The smallest WebSocket frame header (RFC 6455): what an empty frame costs the read budget. A fact of
+ * the protocol, not a bound of Hopper's, so it stays here rather than in limits.ts. */
 const frameHeaderBytesMin = 2;
-/** A ping every 30 s keeps idle connections open through proxies and finds dead peers within 60 s. */
-export const pingIntervalMs = 30_000;
 
 export interface Logger {
   warn(obj: object, msg?: string): void;
@@ -147,15 +135,15 @@ export class WsConnection {
   private onFrame(data: RawData, isBinary: boolean): void {
     if (this.closing) return;
     this.operationsInFlight++;
-    if (this.operationsInFlight >= operationsInFlightMax) this.tooManyInFlight = true;
+    if (this.operationsInFlight >= limits.wsOperationsInFlightMax) this.tooManyInFlight = true;
     if (this.bytesThisTurn === 0) setImmediate(() => this.nextTurn());
     // A frame counts its header too, so that even empty frames use up the budget.
     this.bytesThisTurn += frameHeaderBytesMin + rawLength(data);
-    if (this.bytesThisTurn >= readBytesPerTurnMax) this.budgetSpent = true;
+    if (this.bytesThisTurn >= limits.wsReadBytesPerTurnMax) this.budgetSpent = true;
     this.updateReading();
     void this.answer(data, isBinary).finally(() => {
       this.operationsInFlight--;
-      if (this.operationsInFlight < operationsInFlightMax / 2) this.tooManyInFlight = false;
+      if (this.operationsInFlight < limits.wsOperationsInFlightMax / 2) this.tooManyInFlight = false;
       this.updateReading();
     });
   }
@@ -257,8 +245,8 @@ export class WsConnection {
   }
 
   private async consume(frame: ConsumeFrame): Promise<undefined> {
-    if (this.consumers.size >= consumersPerConnectionMax) {
-      throw new HopperError("too_many_consumers", undefined, { max: consumersPerConnectionMax });
+    if (this.consumers.size >= limits.wsConsumersPerConnectionMax) {
+      throw new HopperError("too_many_consumers", undefined, { max: limits.wsConsumersPerConnectionMax });
     }
     // A missing queue is refused here, with the frame's ref, rather than by a consumer that then ends.
     await this.context.broker.getQueue(frame.queue);
@@ -428,10 +416,10 @@ export class WsConnection {
     this.inboxes.resume();
   }
 
-  /** Pings every `pingIntervalMs`; a peer that has not answered the previous ping is cut off. */
+  /** Pings every `limits.wsPingIntervalMs`; a peer that has not answered the previous ping is cut off. */
   private schedulePing(): () => void {
     const { clock } = this.context;
-    return clock.setTimer(clock.now() + pingIntervalMs, () => {
+    return clock.setTimer(clock.now() + limits.wsPingIntervalMs, () => {
       if (this.closing) return;
       if (!this.pongSeen) {
         this.socket.terminate();

@@ -13,7 +13,6 @@ import { limits } from "../../limits.js";
 import { type RunningServer, startServer } from "../../server.js";
 import { createTempDir } from "../../testing/server-process.js";
 import { receiptsOf, TestSocket } from "../../testing/ws-test-client.js";
-import { consumersPerConnectionMax, pingIntervalMs } from "./connection.js";
 
 function json(value: unknown): OutgoingMessage {
   return { body: Buffer.from(JSON.stringify(value)), contentType: "application/json" };
@@ -247,11 +246,11 @@ describe("websocket endpoint", () => {
     const silent = await open({ autoPong: false });
     let pings = 0;
     answering.socket.on("ping", () => pings++);
-    await clock.advance(pingIntervalMs);
+    await clock.advance(limits.wsPingIntervalMs);
     await eventually(() => pings === 1, "the first ping arrived");
     // The pong crosses the network while the fake clock stands still.
     await delay(100);
-    await clock.advance(pingIntervalMs);
+    await clock.advance(limits.wsPingIntervalMs);
     await silent.waitForClose();
     await eventually(() => pings === 2, "the second ping arrived");
     assert.equal(answering.closed, false);
@@ -261,9 +260,9 @@ describe("websocket endpoint", () => {
     );
   });
 
-  test(`a connection holds at most ${consumersPerConnectionMax} consumers`, async () => {
+  test(`a connection holds at most ${limits.wsConsumersPerConnectionMax} consumers`, async () => {
     const socket = await open();
-    for (let i = 0; i < consumersPerConnectionMax; i++) {
+    for (let i = 0; i < limits.wsConsumersPerConnectionMax; i++) {
       assert.equal((await socket.request({ op: "consume", queue: "q", prefetch: 1 })).op, "consuming");
     }
     const refused = await socket.request({ op: "consume", queue: "q", prefetch: 1 });

@@ -1,8 +1,8 @@
 /**
- * The read budget of one WebSocket connection (connection.ts, readBytesPerTurnMax): frames read in one
- * turn of the event loop past the budget stop the socket's reading until the next turn, so a publisher
- * with a deep window cannot hold the event loop while other connections' frames wait. Driven through a
- * stand-in socket, so that what is read in one turn is exactly what the test emits.
+ * The read budget of one WebSocket connection (connection.ts, limits.wsReadBytesPerTurnMax): frames
+ * read in one turn of the event loop past the budget stop the socket's reading until the next turn, so
+ * a publisher with a deep window cannot hold the event loop while other connections' frames wait.
+ * Driven through a stand-in socket, so that what is read in one turn is exactly what the test emits.
  */
 import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
@@ -11,7 +11,8 @@ import type { WebSocket } from "ws";
 import type { QueueBroker } from "../../broker/queues.js";
 import { SignalHub } from "../../broker/signals.js";
 import { FakeClock } from "../../clock.js";
-import { readBytesPerTurnMax, WsConnection } from "./connection.js";
+import { limits } from "../../limits.js";
+import { WsConnection } from "./connection.js";
 
 class StandInSocket extends EventEmitter {
   readonly OPEN = 1;
@@ -52,7 +53,7 @@ function standInConnection(): { socket: StandInSocket; connection: WsConnection 
 
 test("frames past the read budget of a turn stop reading until the next turn", async () => {
   const { socket, connection } = standInConnection();
-  const framesToBudget = Math.ceil(readBytesPerTurnMax / (frame.length + 2));
+  const framesToBudget = Math.ceil(limits.wsReadBytesPerTurnMax / (frame.length + 2));
   try {
     for (let i = 0; i < framesToBudget - 1; i++) socket.emit("message", frame, false);
     assert.deepEqual(socket.calls, [], "under the budget, reading goes on");
@@ -77,7 +78,8 @@ test("frames past the read budget of a turn stop reading until the next turn", a
 
 test("a connection closed in the turn its budget ran out still reads again, so the peer's close frame is read", async () => {
   const { socket, connection } = standInConnection();
-  for (let read = 0; read < readBytesPerTurnMax; read += frame.length) socket.emit("message", frame, false);
+  for (let read = 0; read < limits.wsReadBytesPerTurnMax; read += frame.length)
+    socket.emit("message", frame, false);
   assert.deepEqual(socket.calls, ["pause"]);
   await connection.close();
   await nextTurn();
@@ -89,7 +91,7 @@ test("empty frames use up the budget too: one turn of them stops reading", async
   try {
     // Each is answered with an error within microtasks, which run between the groups below without
     // ending the turn, so the bound on frames in flight never stops reading here.
-    for (let read = 0; read < readBytesPerTurnMax; read += 2 * 32) {
+    for (let read = 0; read < limits.wsReadBytesPerTurnMax; read += 2 * 32) {
       for (let i = 0; i < 32; i++) socket.emit("message", Buffer.alloc(0), false);
       for (let i = 0; i < 10; i++) await Promise.resolve();
     }
