@@ -11,7 +11,6 @@
  * events.ts).
  */
 import type { Random } from "../../random.js";
-import type { InboxStore } from "../inbox-store.js";
 import type { Store, StoreEvent } from "../store.js";
 import { PostgresClusterLink } from "./cluster-link.js";
 import { PostgresDatabase } from "./database.js";
@@ -37,10 +36,8 @@ export interface PostgresStoreOptions {
 
 /** The params object of the Store method `name`. */
 type Params<Name extends keyof Store> = Store[Name] extends (params: infer P) => unknown ? P : never;
-/** The params object of the InboxStore method `name` (InboxStore joins Store once every store has it). */
-type InboxParams<Name extends keyof InboxStore> = Parameters<InboxStore[Name]>[0];
 
-export class PostgresStore implements Store, InboxStore {
+export class PostgresStore implements Store {
   /** Writes run side by side on pooled connections; each commits when it is done. */
   readonly commitsInCallOrder = false;
   readonly schema: string;
@@ -204,11 +201,11 @@ export class PostgresStore implements Store, InboxStore {
 
   // Inboxes (inbox-store.ts).
 
-  inboxUpsert(params: InboxParams<"inboxUpsert">) {
+  inboxUpsert(params: Params<"inboxUpsert">) {
     return this.inboxes.inboxUpsert(params);
   }
 
-  inboxGet(params: InboxParams<"inboxGet">) {
+  inboxGet(params: Params<"inboxGet">) {
     return this.inboxes.inboxGet(params);
   }
 
@@ -216,35 +213,35 @@ export class PostgresStore implements Store, InboxStore {
     return this.inboxes.inboxList();
   }
 
-  inboxDelete(params: InboxParams<"inboxDelete">) {
+  inboxDelete(params: Params<"inboxDelete">) {
     return this.inboxes.inboxDelete(params);
   }
 
-  inboxAppend(params: InboxParams<"inboxAppend">) {
+  inboxAppend(params: Params<"inboxAppend">) {
     return this.inboxes.inboxAppend(params);
   }
 
-  inboxRead(params: InboxParams<"inboxRead">) {
+  inboxRead(params: Params<"inboxRead">) {
     return this.inboxes.inboxRead(params);
   }
 
-  inboxAck(params: InboxParams<"inboxAck">) {
+  inboxAck(params: Params<"inboxAck">) {
     return this.inboxes.inboxAck(params);
   }
 
-  inboxDeviceSeen(params: InboxParams<"inboxDeviceSeen">) {
+  inboxDeviceSeen(params: Params<"inboxDeviceSeen">) {
     return this.inboxes.inboxDeviceSeen(params);
   }
 
-  inboxDeviceDelete(params: InboxParams<"inboxDeviceDelete">) {
+  inboxDeviceDelete(params: Params<"inboxDeviceDelete">) {
     return this.inboxes.inboxDeviceDelete(params);
   }
 
-  inboxRecipientGet(params: InboxParams<"inboxRecipientGet">) {
+  inboxRecipientGet(params: Params<"inboxRecipientGet">) {
     return this.inboxes.inboxRecipientGet(params);
   }
 
-  inboxSweep(params: InboxParams<"inboxSweep">) {
+  inboxSweep(params: Params<"inboxSweep">) {
     return this.inboxes.inboxSweep(params);
   }
 }
