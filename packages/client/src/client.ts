@@ -4,7 +4,12 @@ import { type ConsumeOptions, type Consumer, createConsumer } from "./consume.js
 import { clientErrorCodes, HopperError } from "./errors.js";
 import { fetchTransport, type HttpAnswer, type HttpTransport } from "./fetch-transport.js";
 import { Inboxes } from "./inboxes.js";
-import { receiveWaitMsMax, requestTimeoutMsDefault, webSocketSendBytesMax } from "./limits.js";
+import {
+  answerExcerptCharsMax,
+  receiveWaitMsMax,
+  requestTimeoutMsDefault,
+  webSocketSendBytesMax,
+} from "./limits.js";
 import { defaultHttpTransport } from "./platform.js";
 import { SharedSocket } from "./shared-socket.js";
 import { Signals } from "./signals.js";
@@ -483,7 +488,7 @@ function parseJsonAnswer(text: string, status: number): unknown {
   try {
     return JSON.parse(text);
   } catch (cause) {
-    const message = `answer is not JSON: ${text.slice(0, 200)}`;
+    const message = `answer is not JSON: ${text.slice(0, answerExcerptCharsMax)}`;
     throw new HopperError({ code: clientErrorCodes.invalidResponse, message, status, cause });
   }
 }

@@ -6,12 +6,10 @@
 // and counted as delivered, that the consumer would then hand back unrun.
 import { BatchCoalescer } from "./coalescer.js";
 import { clientErrorCodes, HopperError } from "./errors.js";
+import { prefetchMax } from "./limits.js";
 import { type ServerFrame, SocketSession, type SocketTarget } from "./socket.js";
 import { type ItemResult, isItemError, type ReceivedMessage } from "./types.js";
 import type { HandlerContext, MessageHandler } from "./worker.js";
-
-/** The server's ceiling for one consumer's prefetch. */
-export const prefetchMax = 1000;
 
 export interface ConsumeOptions {
   /** The most messages held (being handled or waiting) at once, 1–1000. Default 1. */

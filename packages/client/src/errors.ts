@@ -1,3 +1,4 @@
+import { answerExcerptCharsMax } from "./limits.js";
 import type { ErrorBody } from "./types.js";
 
 /** Codes the client gives to failures that have no error body from the server. */
@@ -53,7 +54,7 @@ export class HopperError extends Error {
     if (body) {
       return new HopperError({ ...body, status, retryAfterMs });
     }
-    const excerpt = text.trim().slice(0, 200);
+    const excerpt = text.trim().slice(0, answerExcerptCharsMax);
     return new HopperError({
       code: clientErrorCodes.http,
       message: excerpt ? `HTTP ${status}: ${excerpt}` : `HTTP ${status}`,

@@ -7,7 +7,7 @@ export {
   type ReceiveOptions,
 } from "./client.js";
 export { type Clock, type ClockTimer, systemClock } from "./clock.js";
-export { type ConsumeOptions, type Consumer, prefetchMax } from "./consume.js";
+export type { ConsumeOptions, Consumer } from "./consume.js";
 export { clientErrorCodes, HopperError, type HopperErrorInit } from "./errors.js";
 export {
   type InboxCursor,
@@ -20,6 +20,7 @@ export {
   localStorageCursor,
   memoryCursor,
 } from "./inboxes.js";
+export { prefetchMax } from "./limits.js";
 export { type SignalListener, type SignalSubscription, Signals, type SignalsOptions } from "./signals.js";
 export * from "./types.js";
 export {

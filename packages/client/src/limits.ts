@@ -6,6 +6,9 @@ import { wireLimits } from "@hopper/wire/limits";
 /** The server takes at most 100 items in one batch call (API.md), so coalesced batches stop there. */
 export const batchSizeMax = wireLimits.batchSizeMax;
 
+/** The server takes a consumer's prefetch up to 1000 (the WebSocket consume), so the client checks it first. */
+export const prefetchMax = wireLimits.prefetchMax;
+
 /** The server holds a long poll for at most 20 s (API.md, receive `waitMs`). */
 export const receiveWaitMsMax = wireLimits.waitMsMax;
 
@@ -45,3 +48,12 @@ export const webSocketSendBytesMax = 192 * 1024;
  * a connection the server is closing at that moment.
  */
 export const freeSocketIdleMs = 4_000;
+
+/**
+ * The server pings every 30 s; a connection that has heard nothing for two and a half of those is
+ * taken for dead (a half-open TCP connection never errors by itself) and replaced.
+ */
+export const serverSilenceMsMax = 75_000;
+
+/** Characters of an answer that is not JSON quoted in the error: enough to recognize it, no more. */
+export const answerExcerptCharsMax = 200;

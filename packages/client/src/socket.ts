@@ -3,16 +3,15 @@
 // (to consume or subscribe again) and when it ends (everything held on it is gone).
 import { type Clock, type ClockTimer, interruptibleWait } from "./clock.js";
 import { clientErrorCodes, HopperError } from "./errors.js";
-import { receiveBackoffMsMax, receiveBackoffMsMin } from "./limits.js";
+import {
+  answerExcerptCharsMax,
+  receiveBackoffMsMax,
+  receiveBackoffMsMin,
+  serverSilenceMsMax,
+} from "./limits.js";
 import { openWebSocket } from "./platform.js";
 import type { ErrorBody } from "./types.js";
 import type { ClientWebSocket } from "./web-socket.js";
-
-/**
- * The server pings every 30 s; a connection that has heard nothing for two and a half of those is
- * taken for dead (a half-open TCP connection never errors by itself) and replaced.
- */
-export const serverSilenceMsMax = 75_000;
 
 /** Where and how to connect; the HopperClient gives its own. */
 export interface SocketTarget {
@@ -204,7 +203,7 @@ export class SocketSession {
     try {
       frame = JSON.parse(text) as ServerFrame;
     } catch (cause) {
-      const message = `frame is not JSON: ${text.slice(0, 200)}`;
+      const message = `frame is not JSON: ${text.slice(0, answerExcerptCharsMax)}`;
       this.events.onError(
         new HopperError({ code: clientErrorCodes.invalidResponse, message, status: 0, cause }),
       );

@@ -187,9 +187,6 @@ export const limits = {
   /** How long a shutdown waits for open requests before it closes their connections: long enough for
    * a request under way to finish, short enough that a stop is prompt (long polls end at once). */
   shutdownGraceMs: 2 * second,
-  /** The most unacked deliveries one push consumer may hold: as the client worker's concurrency
-   * ceiling, so a worker's prefetch is never refused for being too large. */
-  prefetchMax: 1000,
   /** A push consumer's long poll that came back empty early (the broker is stopping) is followed by
    * this pause, not a spin. */
   pushEmptyReceivePauseMs: 1 * second,

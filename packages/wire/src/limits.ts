@@ -22,6 +22,9 @@ export const wireLimits = {
   batchSizeMax: 100,
   /** Messages per receive, as SQS's 10 but larger; bounded so one answer stays small. */
   receiveMax: 100,
+  /** The most unacked deliveries one push consumer may hold (the WebSocket consume's prefetch): as
+   * the client worker's concurrency ceiling, so a worker's prefetch is never refused for size. */
+  prefetchMax: 1000,
   /** Messages per peek: an operator's look, not a bulk export. */
   peekMax: 1000,
 
