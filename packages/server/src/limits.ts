@@ -85,6 +85,10 @@ export const limits = {
    * first part's confirms leave while the rest commits and the producers refill their windows
    * meanwhile (docs/architecture.md, "Group commit"). */
   commitMessagesMax: 600,
+  /** How long a SQLite connection (the store's, and its checkpoint thread's) waits for the other's
+   * lock before it fails: the checkpoint thread holds it for a PASSIVE checkpoint at most, which takes
+   * milliseconds, so 5 s is never reached unless something is wrong. */
+  sqliteBusyTimeoutMs: 5 * second,
   /** How often the SQLite store's checkpoint thread copies the WAL into the database file. */
   checkpointIntervalMs: 50,
   /** WAL pages (4 KiB) past which the SQLite store's own connection checkpoints, inside a commit. The
@@ -143,6 +147,8 @@ export const limits = {
    * 6,400 by default), so a step over many groups handles some and leaves the rest to the next. */
   postgresGroupLocksMax: 1000,
 
+  /** Queues per server: each is rows, counters and a wake-up topic, and the listing and every
+   * /metrics scrape read them all (listQueuesPerTurn). */
   queuesMax: 10_000,
   /** Inbox namespaces per server: a namespace is an application's kind of recipient (chat, alerts),
    * so a few; the bound keeps a runaway client from making one per user. */

@@ -4,10 +4,11 @@
  */
 import { parentPort, workerData } from "node:worker_threads";
 import Database from "better-sqlite3";
+import { limits } from "../../limits.js";
 
 const { path, intervalMs } = workerData as { path: string; intervalMs: number };
 const db = new Database(path);
-db.pragma("busy_timeout = 5000");
+db.pragma(`busy_timeout = ${limits.sqliteBusyTimeoutMs}`);
 const checkpoint = db.prepare("PRAGMA wal_checkpoint(PASSIVE)");
 // The frames of the WAL copied as of the last checkpoint. SQLite counts them from the WAL's start,
 // which a writer moves back to 0 once all was copied, so a smaller count means a new start.

@@ -71,7 +71,7 @@ function openLocked(options: SqliteStoreOptions): Omit<OpenDatabase, "releaseLoc
   db.pragma("journal_mode = WAL");
   // FULL fsyncs the WAL on every commit; NORMAL leaves the flush to the OS (durability "os").
   db.pragma(`synchronous = ${options.durability === "os" ? "NORMAL" : "FULL"}`);
-  db.pragma("busy_timeout = 5000");
+  db.pragma(`busy_timeout = ${limits.sqliteBusyTimeoutMs}`);
   // Each group-commit job runs in a savepoint, so SQLite copies every page a job first changes into a
   // sub-journal; in memory that is a memcpy, in the default temporary file a write per page (W3's
   // drain: 35 against 39-42 µs of server CPU per message, docs/benchmarks.md).
