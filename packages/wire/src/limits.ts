@@ -9,12 +9,13 @@ const second = 1000;
 const minute = 60 * second;
 const hour = 60 * minute;
 const day = 24 * hour;
+const nameLengthMax = 128;
 
 export const wireLimits = {
   /** Names of queues and other entities: short enough for an index key, safe in a URL path. "." and
    * ".." are refused because URLs treat them as relative path segments, even when encoded. */
-  namePattern: "^(?!\\.\\.?$)[A-Za-z0-9_.:-]{1,128}$",
-  nameLengthMax: 128,
+  namePattern: `^(?!\\.\\.?$)[A-Za-z0-9_.:-]{1,${nameLengthMax}}$`,
+  nameLengthMax,
 
   /** The server-wide ceiling for one message body; a queue's maxMessageBytes may only lower it. */
   messageBytesMax: 1024 * 1024,
@@ -28,19 +29,26 @@ export const wireLimits = {
   /** Messages per peek: an operator's look, not a bulk export. */
   peekMax: 1000,
 
+  /** Headers per message: metadata, not a second body; 64 leave room for tracing and routing. */
   headersCountMax: 64,
+  /** A header's name, as long as an entity's name. */
   headerNameLengthMax: 128,
+  /** A header's value: a trace context or a token fits; anything larger belongs in the body. */
   headerValueLengthMax: 4096,
+  /** A message's key (a FIFO queue's group): an index key, as long as a name. */
   keyLengthMax: 128,
   /** Routing keys and binding patterns: AMQP's short-string limit, so AMQP clients fit. */
   routingKeyLengthMax: 255,
+  /** A dedupId: as SQS's deduplication id, 128 characters; it is remembered for the dedup window. */
   dedupIdLengthMax: 128,
+  /** A message's content type: a media type with its parameters fits. */
   contentTypeLengthMax: 128,
 
   /** Long-poll wait: as SQS, so clients and proxies tuned for it keep working. */
   waitMsMax: 20 * second,
   /** Lease length: as SQS's 12 hours; a longer hold should use a heartbeat (extend). */
   visibilityTimeoutMsMax: 12 * hour,
+  /** A queue's retention: at least a minute, as SQS's; at most a year, as a queue is not an archive. */
   retentionMsMin: 60 * second,
   retentionMsMax: 365 * day,
   /** Delivery attempts before dead-lettering: SQS allows up to 1000. */
