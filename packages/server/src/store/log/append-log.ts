@@ -51,21 +51,19 @@ import {
   open as openCallback,
   openSync,
 } from "node:fs";
-import { open as openFile, rename, unlink } from "node:fs/promises";
+import { unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import * as zlib from "node:zlib";
 import { limits } from "../../limits.js";
-import type { Durability } from "../store.js";
 import { type AppendLogIo, fileIo } from "./append-log-io.js";
+import type { AppendLogOptions, AppendLogStats, RecordLocated, SnapshotRecord } from "./append-log-types.js";
 import { type Deferred, deferred } from "./deferred.js";
 import {
-  encodeManifest,
   encodeSegmentHeader,
   FrameEncoder,
   frameHeaderBytes,
   type Manifest,
-  manifestFileName,
   requireZlibCrc32,
   segmentFileName,
   segmentHeaderBytes,
@@ -79,57 +77,31 @@ import {
   type RecoveryOutcome,
   recoverLog,
 } from "./log-recovery.js";
+import { replaceManifest } from "./manifest.js";
+import { SegmentReads } from "./segment-reads.js";
 
 /** Rolling costs a file creation and a directory fsync, so segments should be large enough for it to be
  * rare; compaction deletes whole segments, so they should not be so large that space comes back late. */
 export const segmentBytesMaxDefault = limits.logSegmentBytesMax;
 
-export interface AppendLogOptions {
-  /** Created if missing. */
-  dir: string;
-  /** A flush whose batch would take the current segment past this size starts a new segment; a batch
-   * always goes whole into one segment, so a record larger than this gets a segment of its own. */
-  segmentBytesMax?: number;
-  /** Tests only: replaces the writes and fdatasyncs of segment files, to observe or fail them. */
-  io?: Partial<AppendLogIo>;
-  /** Tests only: recovery cuts the newest segment at its first damage, whatever the damage, as it did
-   * before damage was told from an unfinished write; the corruption suite must catch the losses. */
-  weakenedRecoveryForTests?: boolean;
-  /**
-   * "fsync" (default): a flush resolves once its batch is written and fdatasync'ed. "os": once it is
-   * written, into the page cache: a process crash loses nothing, a power loss may lose the last
-   * batches. Even then a segment is fdatasync'ed before the log leaves it (a new segment, a rewrite's
-   * base, close), and a rewrite's snapshot always is, so a power loss can leave unsynced batches only
-   * at the newest segment's end, which recovery may cut (log-recovery.ts, rule 2).
-   */
-  durability?: Durability;
-}
-
-/** What the writer counts, for tests and for the store's metrics. */
-export interface AppendLogStats {
-  /** Batches that flushes handed to the disk, one write and one fdatasync each (counted as the write
-   * begins): flush() calls made while one was on the disk share the next. */
-  batches: number;
-  /** Positional writes issued on segment files (flush batches, headers, snapshot pieces). */
-  writes: number;
-  /** fdatasync calls issued on segment files. */
-  syncs: number;
-  /** fsync calls issued on the directory. */
-  directorySyncs: number;
-}
-
 const closeAsync = promisify(closeCallback);
 const fsyncAsync = promisify(fsyncCallback);
 const openAsync = promisify(openCallback);
 
-// ---------------------------------------------------------------------------------------------------
-// The log
+export type { AppendLogOptions, AppendLogStats, RecordLocated, SnapshotRecord } from "./append-log-types.js";
+
+/** A record whose place someone wants to know: `at` is its payload's offset from the batch's start. */
+interface PendingLocate {
+  at: number;
+  located: RecordLocated;
+}
 
 /** Records handed to one write: everything appended up to `recordCountEnd`. */
 interface Batch {
   buffers: Buffer[];
   bytes: number;
   recordCountEnd: number;
+  locates: PendingLocate[];
   /** Set on the batch that rewrite() sealed: the base segment is created right after it is durable. */
   startsBase: boolean;
 }
@@ -158,6 +130,10 @@ export class AppendLog {
   /** Releases the directory's LOCK (log-lock.ts); set by open. */
   private unlock: () => void = () => {};
   private readonly encoder = new FrameEncoder();
+  /** Who wants to know where the records appended since the last batch land. */
+  private openLocates: PendingLocate[] = [];
+  /** What readAt reads through: a descriptor per segment, closed when the segment is deleted. */
+  private readonly reads: SegmentReads;
   /** Bytes of every segment file, by seq. */
   private readonly segmentBytes: Map<number, number>;
   /** The regular segment that flushes write into; undefined until the next flush creates one. */
@@ -191,6 +167,7 @@ export class AppendLog {
     recovered: RecoveredLog,
   ) {
     this.dir = options.dir;
+    this.reads = new SegmentReads(options.dir);
     this.dirFd = dirFd;
     this.segmentBytesMax = segmentBytesMax;
     this.io = { ...fileIo, ...options.io };
@@ -209,7 +186,10 @@ export class AppendLog {
    * A replayed buffer is never overwritten, but it shares memory with a 1 MiB read chunk: copy it to
    * keep it for long. Throws, naming the file and offset, for damage that a crash cannot explain.
    */
-  static open(options: AppendLogOptions, replay: (record: Buffer) => void): AppendLog {
+  static open(
+    options: AppendLogOptions,
+    replay: (record: Buffer, seq: number, offset: number) => void,
+  ): AppendLog {
     requireZlibCrc32(zlib);
     const segmentBytesMax = options.segmentBytesMax ?? segmentBytesMaxDefault;
     if (!Number.isSafeInteger(segmentBytesMax) || segmentBytesMax < segmentHeaderBytes + frameHeaderBytes)
@@ -245,11 +225,22 @@ export class AppendLog {
     return bytes;
   }
 
-  /** Adds a record to the in-memory tail (copying it once): no syscall, nothing durable yet. */
-  append(record: Buffer): void {
+  /**
+   * Adds a record to the in-memory tail (copying it once): no syscall, nothing durable yet.
+   * `located(seq, offset)`, if given, is told where the record's payload lies once its batch is
+   * written (before its fdatasync: a read of it is then served by the page cache).
+   */
+  append(record: Buffer, located?: RecordLocated): void {
     this.assertWritable();
+    const at = this.encoder.bytes + frameHeaderBytes;
     this.encoder.add(record);
+    if (located) this.openLocates.push({ at, located });
     this.appendedCount += 1;
+  }
+
+  /** The `length` bytes at `offset` of segment `seq`, read now from the file (SegmentReads.read). */
+  readAt(seq: number, offset: number, length: number): Buffer {
+    return this.reads.read(seq, offset, length);
   }
 
   /** Resolves once every record appended before this call is written and fdatasync'ed. */
@@ -267,7 +258,7 @@ export class AppendLog {
    * log holds the snapshot followed by everything appended after the call, and the older segments are
    * gone. See "Ordering of flush and rewrite" at the top of this file.
    */
-  rewrite(records: Iterable<Buffer>): Promise<void> {
+  rewrite(records: Iterable<SnapshotRecord>): Promise<void> {
     try {
       this.assertWritable();
       if (this.rewriting)
@@ -312,6 +303,7 @@ export class AppendLog {
         if (segment !== undefined) await closeAsync(segment.fd);
       this.current = undefined;
       this.baseSegment = undefined;
+      this.reads.close();
       await closeAsync(this.dirFd);
     } finally {
       this.unlock();
@@ -336,7 +328,15 @@ export class AppendLog {
 
   private takeOpenBatch(): Batch {
     const bytes = this.encoder.bytes;
-    return { buffers: this.encoder.take(), bytes, recordCountEnd: this.appendedCount, startsBase: false };
+    const locates = this.openLocates;
+    this.openLocates = [];
+    return {
+      buffers: this.encoder.take(),
+      bytes,
+      recordCountEnd: this.appendedCount,
+      locates,
+      startsBase: false,
+    };
   }
 
   private startDriving(): void {
@@ -397,7 +397,9 @@ export class AppendLog {
     }
     const buffers = created ? [encodeSegmentHeader(segment), ...batch.buffers] : batch.buffers;
     this.stats.batches += 1;
+    const batchStart = segment.bytes + (created ? segmentHeaderBytes : 0);
     await this.writeAt(segment, buffers);
+    for (const { at, located } of batch.locates) located(segment.seq, batchStart + at);
     // A new segment's first write is synced in either durability: MANIFEST names only durable segments.
     if (this.syncEachBatch || created) await this.syncFile(segment);
     else this.currentUnsynced = true;
@@ -440,20 +442,27 @@ export class AppendLog {
 
   /** Writes the snapshot and its marker into the base segment, makes them durable, then deletes every
    * older segment (invariant 5). */
-  private async writeRewrite(baseCreated: Promise<OpenSegment>, records: Iterable<Buffer>): Promise<void> {
+  private async writeRewrite(
+    baseCreated: Promise<OpenSegment>,
+    records: Iterable<SnapshotRecord>,
+  ): Promise<void> {
     try {
       const base = await baseCreated;
       const encoder = new FrameEncoder();
-      for (const record of records) {
+      const locates: PendingLocate[] = [];
+      for (const item of records) {
+        const record = Buffer.isBuffer(item) ? item : item.record();
+        if (!Buffer.isBuffer(item) && item.located)
+          locates.push({ at: encoder.bytes + frameHeaderBytes, located: item.located });
         encoder.add(record);
         if (encoder.bytes >= limits.logSnapshotPieceBytes) {
-          await this.writeSnapshotPiece(base, encoder);
+          await this.writeSnapshotPiece(base, encoder, locates);
           // Writes are made on the calling thread (fileIo): other work runs between the pieces.
           await new Promise((resolve) => setImmediate(resolve));
         }
       }
       encoder.addMarker();
-      await this.writeSnapshotPiece(base, encoder);
+      await this.writeSnapshotPiece(base, encoder, locates);
       await this.syncFile(base);
       // The directory was fsync'ed when the base was created; this one also covers a file system that
       // orders metadata loosely, before older segments go.
@@ -473,10 +482,17 @@ export class AppendLog {
     }
   }
 
-  private async writeSnapshotPiece(base: OpenSegment, encoder: FrameEncoder): Promise<void> {
+  /** Writes what the encoder holds, then tells each record of it where it landed. */
+  private async writeSnapshotPiece(
+    base: OpenSegment,
+    encoder: FrameEncoder,
+    locates: PendingLocate[],
+  ): Promise<void> {
     // A failure elsewhere stops the snapshot: the log's state on disk is no longer known.
     if (this.failure !== undefined) throw this.failure;
+    const pieceStart = base.bytes;
     await this.writeAt(base, encoder.take());
+    for (const { at, located } of locates.splice(0)) located(base.seq, pieceStart + at);
   }
 
   private async deleteSegmentsBefore(seq: number): Promise<void> {
@@ -485,6 +501,7 @@ export class AppendLog {
     for (const olderSeq of older) {
       await unlink(join(this.dir, segmentFileName(olderSeq)));
       this.segmentBytes.delete(olderSeq);
+      this.reads.forget(olderSeq);
     }
     if (older.length > 0) await this.syncDirectory();
   }
@@ -521,25 +538,16 @@ export class AppendLog {
     await this.io.sync(segment);
   }
 
-  /**
-   * Replaces MANIFEST with `change` applied, after what it names is durable: a temporary file, fsync,
-   * rename, directory fsync (as LevelDB's CURRENT), so a crash leaves the old manifest or the new one.
-   */
+  /** Replaces MANIFEST with `change` applied, after what it names is durable (manifest.ts). */
   private updateManifest(change: Partial<Manifest>): Promise<void> {
-    const write = async () => {
-      Object.assign(this.manifest, change);
-      const temporary = join(this.dir, `${manifestFileName}.tmp`);
-      const file = await openFile(temporary, "w");
-      try {
-        await file.writeFile(encodeManifest(this.manifest));
-        await file.sync();
-      } finally {
-        await file.close();
-      }
-      await rename(temporary, join(this.dir, manifestFileName));
-      await this.syncDirectory();
-    };
-    this.manifestWrites = this.manifestWrites.then(write, write);
+    Object.assign(this.manifest, change);
+    const manifest = { ...this.manifest };
+    this.manifestWrites = this.manifestWrites
+      .catch(() => {})
+      .then(async () => {
+        await replaceManifest(this.dir, manifest);
+        await this.syncDirectory();
+      });
     return this.manifestWrites;
   }
 

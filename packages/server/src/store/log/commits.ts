@@ -122,7 +122,16 @@ export class Commits {
     this.undo = undefined;
     if (this.log && !this.writer.empty) {
       try {
-        this.log.append(this.writer.take());
+        const record = this.writer.take();
+        const locates = this.writer.takeLocates();
+        this.log.append(
+          record,
+          locates.length === 0
+            ? undefined
+            : (seq, offset) => {
+                for (const locate of locates) locate.located(seq, offset + locate.offset);
+              },
+        );
       } catch (error) {
         // The log refuses appends once a write failed (a read's flush may have found it first).
         return Promise.reject(this.fail(error));

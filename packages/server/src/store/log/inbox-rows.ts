@@ -2,6 +2,8 @@
  * The log store's inbox rows (embedded/inbox-rows.ts): the inboxes in memory (inbox-state.ts),
  * changed only through its primitives. What the rows mean is in the engine (embedded/inboxes.ts).
  */
+
+import { invariant } from "../../errors.js";
 import type {
   DeviceCursor,
   InboxAttributes,
@@ -120,13 +122,14 @@ export class LogInboxRows implements InboxRows<InboxState> {
     // The entries are [oldest, head] in order: the first after the cursor is found by its distance.
     const start = Math.max(0, after + 1 - (log.entries[0] as HeldEntry).seq);
     return log.entries.slice(start, start + limit).map((entry) => {
-      const { message } = inbox.bodies.get(entry.bodyId) as { message: InboxMessage };
+      const body = inbox.bodies.get(entry.bodyId);
+      invariant(body, "a retained entry's body is held");
       return {
         seq: entry.seq,
-        id: message.id,
-        body: message.body,
-        contentType: message.contentType,
-        headers: message.headers,
+        id: body.id,
+        body: this.state.bodyBytes(body),
+        contentType: body.contentType,
+        headers: body.headers,
         appendedAt: entry.appendedAt,
       };
     });

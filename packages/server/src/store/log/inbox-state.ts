@@ -5,9 +5,13 @@
  * which replaying the log calls again. A body is held once per append, with the number of entries that
  * name it, and goes when the last of them is trimmed.
  *
- * Bodies are held in memory here, counted against the store's bound (logStoreBytesMax, store_full):
- * DESIGN.md §9 wants them left in the segment files and read back from disk, which this does not do
- * yet (docs/log-store.md says so).
+ * Bodies stay in the segment files (DESIGN.md §9): an append's body is its own binary change
+ * (records.ts, inboxBody), and once its record is written the log says where its bytes lie; from then
+ * the state keeps that place and reads the bytes back from disk when an entry is read, so what waits
+ * for absent devices is bounded by the disk, not by memory. A body is in memory only from its append
+ * until its batch is written (and in a store without a log). Replay places each body where its
+ * record lies, and a compaction's snapshot copies each body into the base and moves its place there
+ * before the older segments go (append-log.ts, rewrite's `located`).
  */
 import { invariant } from "../../errors.js";
 import {
@@ -18,14 +22,29 @@ import {
   zeroInboxCounters,
 } from "../../model/inbox.js";
 import type { EntryInsert, RecipientRow } from "../embedded/inbox-rows.js";
+import type { SnapshotRecord } from "./append-log.js";
 import type { Commits } from "./commits.js";
-import { changeType, type RecordWriter } from "./records.js";
+import { changeType, type InboxBodyHead, RecordWriter } from "./records.js";
 
 /** What an entry, a device or a remembered id holds besides its strings, about. */
 const inboxItemOverheadBytes = 96;
 
+/** Where a body's bytes lie in the log: the segment and the offset of its first byte. */
+export interface BodyPlace {
+  seq: number;
+  offset: number;
+}
+
 export interface StoredBody {
-  readonly message: InboxMessage;
+  readonly id: string;
+  readonly contentType: string;
+  readonly headers: Record<string, string>;
+  /** Given as text (a JSON body): read back as text. */
+  readonly text: boolean;
+  readonly byteLength: number;
+  /** The bytes, until the log has them (then undefined, and `place` says where). */
+  bytes: Buffer | string | undefined;
+  place: BodyPlace | undefined;
   refs: number;
 }
 
@@ -65,16 +84,6 @@ export type InboxChange =
   | { op: "recipient"; name: string; recipient: string; head: number; skippedAfter: number | null }
   | { op: "id"; name: string; recipient: string; messageId: string; seq: number; expiresAt: number }
   | { op: "idForget"; name: string; recipient: string; messageId: string }
-  | {
-      op: "body";
-      name: string;
-      bodyId: number;
-      id: string;
-      bodyBase64: string;
-      text: boolean;
-      contentType: string;
-      headers: Record<string, string>;
-    }
   | { op: "entries"; name: string; entries: EntryInsert[] }
   | { op: "trim"; name: string; recipient: string; seq: number }
   | { op: "device"; name: string; recipient: string; device: DeviceCursor }
@@ -90,6 +99,12 @@ function bodyBytesOf(body: Buffer | string): number {
 
 export class LogInboxState {
   readonly inboxes = new Map<string, InboxState>();
+  /** Bytes of bodies that lie only in the segment files: what a snapshot copies besides liveBytes. */
+  diskBytes = 0;
+  /** Reads a placed body back (AppendLog.readAt), once the store has its log. */
+  readPlaced: (seq: number, offset: number, length: number) => Buffer = () => {
+    invariant(false, "a body was placed in a log that is not open");
+  };
 
   constructor(
     private readonly commits: Commits,
@@ -128,13 +143,6 @@ export class LogInboxState {
       case "idForget":
         this.forgetId(inbox, change.recipient, change.messageId);
         return;
-      case "body": {
-        const bytes = Buffer.from(change.bodyBase64, "base64");
-        const body = change.text ? bytes.toString("utf8") : bytes;
-        const message = { id: change.id, body, contentType: change.contentType, headers: change.headers };
-        this.putBody(inbox, message, change.bodyId);
-        return;
-      }
       case "entries":
         this.insertEntries(inbox, change.entries);
         return;
@@ -150,17 +158,19 @@ export class LogInboxState {
     }
   }
 
-  /** The state as changes, for a snapshot: each namespace whole, then the next. */
-  snapshot(writer: RecordWriter, cut: () => void): void {
+  /**
+   * The state as changes, for a snapshot: each namespace whole, then the next. Each body is a record
+   * of its own, pushed to `records` after what the writer holds so far (`flush`), whose bytes are read
+   * when the rewrite reaches it and whose place moves to the base once written.
+   */
+  snapshot(writer: RecordWriter, cut: () => void, flush: () => void, records: SnapshotRecord[]): void {
     const emit = (change: InboxChange) => writer.json({ type: changeType.inbox, change });
     for (const inbox of this.inboxes.values()) {
       const { name, attributes, epoch, createdAt } = inbox;
       emit({ op: "create", name, attributes, epoch, createdAt });
       emit({ op: "counters", name, deltas: { ...inbox.counters } });
-      for (const [bodyId, { message }] of inbox.bodies) {
-        emit(bodyChange(name, bodyId, message));
-        cut();
-      }
+      flush();
+      for (const [bodyId, body] of inbox.bodies) records.push(this.bodyRecord(inbox, bodyId, body));
       for (const [recipient, log] of inbox.recipients) {
         emit({ op: "recipient", name, recipient, head: log.head, skippedAfter: log.skippedAfter });
         const entries = log.entries.map(({ seq, bodyId, appendedAt }) => ({
@@ -179,6 +189,57 @@ export class LogInboxState {
         cut();
       }
     }
+  }
+
+  /** One body as a snapshot record: its bytes as they are now, in memory or where they lie. */
+  private bodyRecord(inbox: InboxState, bodyId: number, body: StoredBody): SnapshotRecord {
+    const { bytes, place } = body;
+    let bodyAt = 0;
+    return {
+      record: () => {
+        const recordWriter = new RecordWriter();
+        recordWriter.inboxBody(bodyHead(inbox.name, bodyId, body), bytes ?? this.read(body, place), () => {});
+        bodyAt = recordWriter.takeLocates()[0]?.offset ?? 0;
+        return Buffer.from(recordWriter.take());
+      },
+      located: (seq, offset) => this.placed(inbox, bodyId, { seq, offset: offset + bodyAt }),
+    };
+  }
+
+  /** The body's bytes: held, or read back from where they lie. */
+  bodyBytes(body: StoredBody): Buffer | string {
+    return body.bytes ?? this.read(body, body.place);
+  }
+
+  private read(body: StoredBody, place: BodyPlace | undefined): Buffer | string {
+    invariant(place, "a body not held in memory has a place in the log");
+    const bytes = this.readPlaced(place.seq, place.offset, body.byteLength);
+    return body.text ? bytes.toString("utf8") : bytes;
+  }
+
+  /** The log has the body's bytes at `place`: memory no longer holds them. Not a change of state (no
+   * record): replay and compaction place bodies again. */
+  private placed(inbox: InboxState, bodyId: number, place: BodyPlace): void {
+    const body = inbox.bodies.get(bodyId);
+    if (!body) return;
+    body.place = place;
+    if (body.bytes === undefined) return;
+    body.bytes = undefined;
+    this.hold(-body.byteLength);
+    this.diskBytes += body.byteLength;
+  }
+
+  /** Replays an append's body change: placed where its record lies. */
+  applyBody(head: InboxBodyHead, body: Buffer, place: BodyPlace): void {
+    const inbox = this.inboxes.get(head.inbox);
+    invariant(inbox, `the log names inbox "${head.inbox}" before creating it`);
+    this.storeBody(inbox, head.bodyId, {
+      ...head,
+      byteLength: body.length,
+      bytes: undefined,
+      place,
+      refs: 0,
+    });
   }
 
   // ---- the primitives
@@ -210,10 +271,14 @@ export class LogInboxState {
   /** Removes the namespace whole; what it held no longer counts. */
   drop(inbox: InboxState): void {
     const held = heldBytes(inbox);
+    let onDisk = 0;
+    for (const body of inbox.bodies.values()) if (body.bytes === undefined) onDisk += body.byteLength;
     this.inboxes.delete(inbox.name);
     this.hold(-held);
+    this.diskBytes -= onDisk;
     this.record({ op: "drop", name: inbox.name }, () => {
       this.hold(held);
+      this.diskBytes += onDisk;
       this.inboxes.set(inbox.name, inbox);
     });
   }
@@ -280,18 +345,45 @@ export class LogInboxState {
   }
 
   /** Stores an append's message once; answers its id. Its count of entries starts at 0. */
-  putBody(inbox: InboxState, message: InboxMessage, bodyId = inbox.nextBodyId): number {
-    const nextBefore = inbox.nextBodyId;
-    inbox.nextBodyId = Math.max(inbox.nextBodyId, bodyId + 1);
-    inbox.bodies.set(bodyId, { message, refs: 0 });
-    const bytes = bodyBytesOf(message.body) + inboxItemOverheadBytes;
-    this.hold(bytes);
-    this.record(bodyChange(inbox.name, bodyId, message), () => {
-      this.hold(-bytes);
-      inbox.bodies.delete(bodyId);
-      inbox.nextBodyId = nextBefore;
-    });
+  putBody(inbox: InboxState, message: InboxMessage): number {
+    const bodyId = inbox.nextBodyId;
+    const text = typeof message.body === "string";
+    const body: StoredBody = {
+      id: message.id,
+      contentType: message.contentType,
+      headers: message.headers,
+      text,
+      byteLength: bodyBytesOf(message.body),
+      bytes: message.body,
+      place: undefined,
+      refs: 0,
+    };
+    this.storeBody(inbox, bodyId, body);
+    this.commits.changed(
+      () => this.unstoreBody(inbox, bodyId),
+      (writer) =>
+        writer.inboxBody(bodyHead(inbox.name, bodyId, body), message.body, (seq, offset) =>
+          this.placed(inbox, bodyId, { seq, offset }),
+        ),
+    );
     return bodyId;
+  }
+
+  private storeBody(inbox: InboxState, bodyId: number, body: StoredBody): void {
+    inbox.nextBodyId = Math.max(inbox.nextBodyId, bodyId + 1);
+    inbox.bodies.set(bodyId, body);
+    this.hold(heldBodyBytes(body));
+    if (body.bytes === undefined) this.diskBytes += body.byteLength;
+  }
+
+  /** Takes back storeBody (a call undone: its record was never written, so the body is in memory). */
+  private unstoreBody(inbox: InboxState, bodyId: number): void {
+    const body = inbox.bodies.get(bodyId);
+    if (!body) return;
+    inbox.bodies.delete(bodyId);
+    inbox.nextBodyId = bodyId;
+    this.hold(-heldBodyBytes(body));
+    if (body.bytes === undefined) this.diskBytes -= body.byteLength;
   }
 
   insertEntries(inbox: InboxState, entries: readonly EntryInsert[]): void {
@@ -334,11 +426,16 @@ export class LogInboxState {
       }
     }
     const freed =
-      count * inboxItemOverheadBytes +
-      freedBodies.reduce((sum, [, body]) => sum + bodyBytesOf(body.message.body) + inboxItemOverheadBytes, 0);
+      count * inboxItemOverheadBytes + freedBodies.reduce((sum, [, body]) => sum + heldBodyBytes(body), 0);
+    const freedOnDisk = freedBodies.reduce(
+      (sum, [, body]) => sum + (body.bytes === undefined ? body.byteLength : 0),
+      0,
+    );
     this.hold(-freed);
+    this.diskBytes -= freedOnDisk;
     this.record({ op: "trim", name: inbox.name, recipient, seq }, () => {
       this.hold(freed);
+      this.diskBytes += freedOnDisk;
       for (const [bodyId, body] of freedBodies) inbox.bodies.set(bodyId, body);
       for (const entry of removed) {
         const body = inbox.bodies.get(entry.bodyId);
@@ -383,25 +480,26 @@ export class LogInboxState {
   }
 }
 
-function bodyChange(name: string, bodyId: number, message: InboxMessage): InboxChange {
-  const text = typeof message.body === "string";
-  const bytes = text ? Buffer.from(message.body as string, "utf8") : (message.body as Buffer);
+function bodyHead(inbox: string, bodyId: number, body: StoredBody): InboxBodyHead {
   return {
-    op: "body",
-    name,
+    inbox,
     bodyId,
-    id: message.id,
-    bodyBase64: bytes.toString("base64"),
-    text,
-    contentType: message.contentType,
-    headers: message.headers,
+    id: body.id,
+    contentType: body.contentType,
+    headers: body.headers,
+    text: body.text,
   };
+}
+
+/** What a body costs the store's memory: its bytes while it holds them, and its fields. */
+function heldBodyBytes(body: StoredBody): number {
+  return inboxItemOverheadBytes + (body.bytes === undefined ? 0 : body.byteLength);
 }
 
 /** What a namespace holds, as the primitives counted it. */
 function heldBytes(inbox: InboxState): number {
   let bytes = 0;
-  for (const body of inbox.bodies.values()) bytes += bodyBytesOf(body.message.body) + inboxItemOverheadBytes;
+  for (const body of inbox.bodies.values()) bytes += heldBodyBytes(body);
   for (const [recipient, log] of inbox.recipients) {
     bytes += inboxItemOverheadBytes + recipient.length + log.entries.length * inboxItemOverheadBytes;
     for (const device of log.devices.keys()) bytes += inboxItemOverheadBytes + device.length;

@@ -31,7 +31,6 @@ import {
   mkdirSync,
   openSync,
   readdirSync,
-  readFileSync,
   readSync,
   renameSync,
   unlinkSync,
@@ -40,9 +39,7 @@ import {
 import { dirname, join, resolve } from "node:path";
 import {
   type DecodedSegmentHeader,
-  decodeManifest,
   decodeSegmentHeader,
-  encodeManifest,
   formatVersionFirst,
   type Manifest,
   manifestFileName,
@@ -59,6 +56,7 @@ import {
   scanSegment,
   type TailDamage,
 } from "./log-scan.js";
+import { readManifest, writeManifest } from "./manifest.js";
 
 /** Where recovery keeps what it cut or set aside, inside the log directory. */
 export const setAsideDirName = "set-aside";
@@ -124,14 +122,6 @@ export interface RecoveryPlan {
   recordsReplayed: number;
 }
 
-function readManifest(dir: string): Manifest | undefined {
-  const path = join(dir, manifestFileName);
-  if (!existsSync(path)) return undefined;
-  const decoded = decodeManifest(readFileSync(path));
-  if (typeof decoded === "string") throw new LogCorruption(manifestFileName, 0, decoded);
-  return decoded;
-}
-
 /** The segment files in the directory, in log order, with what their first bytes say. */
 function listSegments(dir: string): ListedSegment[] {
   const fileNames = readdirSync(dir)
@@ -178,10 +168,12 @@ export function salvageAdvice(dir: string): string {
  */
 export function planRecovery(
   dir: string,
-  replay: (record: Buffer) => void,
+  replay: (record: Buffer, seq: number, offset: number) => void,
   options: { weakenedForTests?: boolean } = {},
 ): RecoveryPlan {
-  const manifest = readManifest(dir);
+  const decodedManifest = readManifest(dir);
+  if (typeof decodedManifest === "string") throw new LogCorruption(manifestFileName, 0, decodedManifest);
+  const manifest = decodedManifest;
   const segments = listSegments(dir);
   const newest = segments.at(-1);
   for (const segment of segments) {
@@ -242,8 +234,8 @@ export function planRecovery(
   };
   for (const segment of fromBase) {
     const scan = withReader(segment, (reader) =>
-      scanSegment(reader, segment.header.base, (records) => {
-        for (const record of records) replay(record);
+      scanSegment(reader, segment.header.base, (records, offsets) => {
+        for (const [index, record] of records.entries()) replay(record, segment.seq, offsets[index] ?? 0);
       }),
     );
     plan.replayed.push({ segment, scan });
@@ -355,7 +347,7 @@ function checkSegmentLinks(segments: readonly HeadedSegment[], base: HeadedSegme
 export function recoverLog(
   dir: string,
   dirFd: number,
-  replay: (record: Buffer) => void,
+  replay: (record: Buffer, seq: number, offset: number) => void,
   options: { syncAtOpen: (fd: number) => void; unsynced: boolean; weakenedForTests?: boolean },
 ): RecoveredLog {
   // What earlier runs renamed, created or deleted is made durable before anything is read or changed.
@@ -513,22 +505,6 @@ function syncPath(path: string): void {
   } finally {
     closeSync(fd);
   }
-}
-
-/** Replaces MANIFEST: a temporary file, fsync, rename, directory fsync (as LevelDB's CURRENT). */
-export function writeManifest(dir: string, dirFd: number, manifest: Manifest): void {
-  const temporary = join(dir, `${manifestFileName}.tmp`);
-  const fd = openSync(temporary, "w");
-  try {
-    const bytes = encodeManifest(manifest);
-    let written = 0;
-    while (written < bytes.length) written += writeSync(fd, bytes, written, bytes.length - written);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(temporary, join(dir, manifestFileName));
-  fsyncSync(dirFd);
 }
 
 /** mkdir -p, then fsyncs the parent of every directory it created, so their entries are durable. */

@@ -149,10 +149,12 @@ export interface SegmentScan {
 export function scanSegment(
   reader: SegmentReader,
   isBase: boolean,
-  onBatch: ((records: Buffer[]) => void) | undefined,
+  onBatch: ((records: Buffer[], offsets: number[]) => void) | undefined,
 ): SegmentScan {
   const scan: SegmentScan = { batches: 0, records: 0, completeEnd: segmentHeaderBytes };
   let pending: Buffer[] = [];
+  /** Where each pending record's payload starts in the file. */
+  let pendingOffsets: number[] = [];
   let offset = segmentHeaderBytes;
   while (offset < reader.fileBytes) {
     const read = readFrame(reader, offset);
@@ -167,15 +169,18 @@ export function scanSegment(
       return scan;
     }
     const frame = read.frame;
-    if (frame.kind === frameKind.record) pending.push(frame.payload);
-    else scan.markerEnd = frame.end;
+    if (frame.kind === frameKind.record) {
+      pending.push(frame.payload);
+      pendingOffsets.push(frame.offset + frameHeaderBytes);
+    } else scan.markerEnd = frame.end;
     offset = frame.end;
     if (frame.batchEnd || frame.kind === frameKind.marker) {
-      if (pending.length > 0) onBatch?.(pending);
+      if (pending.length > 0) onBatch?.(pending, pendingOffsets);
       scan.batches += 1;
       scan.records += pending.length;
       scan.completeEnd = offset;
       pending = [];
+      pendingOffsets = [];
     }
   }
   if (pending.length > 0)

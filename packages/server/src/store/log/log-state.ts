@@ -14,6 +14,7 @@ import { limits } from "../../limits.js";
 import type { BindingDestination, ExchangeType } from "../../model/exchange.js";
 import type { NewMessage } from "../../model/message.js";
 import type { QueueAttributes, QueueCounters, QueueKind } from "../../model/queue.js";
+import type { SnapshotRecord } from "./append-log.js";
 import type { Commits } from "./commits.js";
 import { LogInboxState } from "./inbox-state.js";
 import {
@@ -51,8 +52,11 @@ export class LogState {
     });
   }
 
-  /** Applies one change read from the log. */
-  apply(change: Change): void {
+  /**
+   * Applies one change read from the log; `recordAt` is where its record's payload lies (segment and
+   * offset), which places a body change's bytes.
+   */
+  apply(change: Change, recordAt: { seq: number; offset: number }): void {
     switch (change.type) {
       case changeType.queueCreate:
         this.createQueue(change.name, change.kind, change.attributes, change.createdAt);
@@ -103,6 +107,12 @@ export class LogState {
       case changeType.inbox:
         this.inboxes.apply(change.change);
         break;
+      case changeType.inboxBody:
+        this.inboxes.applyBody(change.head, change.body, {
+          seq: recordAt.seq,
+          offset: recordAt.offset + change.bodyOffset,
+        });
+        break;
     }
   }
 
@@ -129,8 +139,8 @@ export class LogState {
    * The whole state as records: what compaction writes in place of the log so far. Queues and
    * exchanges first, so that every later record names something already made.
    */
-  snapshot(): Buffer[] {
-    const records: Buffer[] = [];
+  snapshot(): SnapshotRecord[] {
+    const records: SnapshotRecord[] = [];
     const writer = new RecordWriter();
     /** Cuts a record every MiB or so: a whole snapshot need not fit one record. */
     const cut = (force = false) => {
@@ -156,7 +166,7 @@ export class LogState {
       }
       cut();
     }
-    this.inboxes.snapshot(writer, cut);
+    this.inboxes.snapshot(writer, cut, () => cut(true), records);
     // In seq order, so that each FIFO group is rebuilt in its order.
     for (const message of [...this.bySeq.values()].sort((a, b) => a.seq - b.seq)) {
       writer.insert(insertHeadOf(message), message.body);

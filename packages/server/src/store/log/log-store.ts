@@ -108,15 +108,17 @@ export class LogStore extends EmbeddedStore<QueueState, Message, ExchangeState, 
       durability: options.durability,
       weakenedRecoveryForTests: options.weakenedRecoveryForTests,
     };
-    store.log = AppendLog.open(logOptions, (record) => store.replay(record));
+    store.log = AppendLog.open(logOptions, (record, seq, offset) => store.replay(record, { seq, offset }));
+    const log = store.log;
+    store.state.inboxes.readPlaced = (seq, offset, length) => log.readAt(seq, offset, length);
     store.commits.attach(store.log);
     return store;
   }
 
   /** Applies one record of the log: the changes of one call, through the same primitives. */
-  private replay(record: Buffer): void {
+  private replay(record: Buffer, recordAt: { seq: number; offset: number }): void {
     this.commits.replay(() => {
-      for (const change of readChanges(record)) this.state.apply(change);
+      for (const change of readChanges(record)) this.state.apply(change, recordAt);
     });
   }
 
@@ -129,7 +131,7 @@ export class LogStore extends EmbeddedStore<QueueState, Message, ExchangeState, 
     if (!log || this.compacting) return;
     // Weighed against what the last snapshot wrote too: liveBytes is an estimate, and a snapshot that
     // outgrew it would otherwise be written again at every flush.
-    const live = Math.max(this.state.liveBytes, this.snapshotBytes);
+    const live = Math.max(this.state.liveBytes + this.state.inboxes.diskBytes, this.snapshotBytes);
     if (log.bytes < Math.max(this.compactBytesMin, limits.logCompactRatio * live)) return;
     // The log refuses appends after a failed write, so the next call reports the failure.
     this.compact().catch(() => {});
@@ -143,7 +145,10 @@ export class LogStore extends EmbeddedStore<QueueState, Message, ExchangeState, 
     // Materialized now: the snapshot is the state at this instant, and records appended from here on
     // come after it in the log, whatever the rewrite's own pace.
     const snapshot = this.state.snapshot();
-    this.snapshotBytes = snapshot.reduce((bytes, record) => bytes + record.length, 0);
+    // Bodies that lie in the segment files are read as the rewrite reaches them: counted, not held.
+    this.snapshotBytes =
+      snapshot.reduce((bytes, record) => bytes + (Buffer.isBuffer(record) ? record.length : 0), 0) +
+      this.state.inboxes.diskBytes;
     const compaction = log
       .rewrite(snapshot)
       .then(() => {
@@ -159,6 +164,12 @@ export class LogStore extends EmbeddedStore<QueueState, Message, ExchangeState, 
   /** The log's size now and the compactions done since the store opened. */
   get logStats(): { bytes: number; compactions: number } {
     return { bytes: this.log?.bytes ?? 0, compactions: this.compactions };
+  }
+
+  /** What the store holds in memory (what its bound counts), and the inbox bodies it keeps only in
+   * its segment files. */
+  get held(): { bytes: number; inboxBodyBytesOnDisk: number } {
+    return { bytes: this.state.liveBytes, inboxBodyBytesOnDisk: this.state.inboxes.diskBytes };
   }
 
   /** What opening the log found and repaired: records replayed, a tail cut, files set aside. */

@@ -33,8 +33,10 @@ export const changeType = {
   bindingPut: 13,
   bindingDelete: 14,
   seqFloor: 15,
-  /** Every change of the inboxes (inbox-state.ts InboxChange), JSON. */
+  /** Every change of the inboxes (inbox-state.ts InboxChange) but a body, JSON. */
   inbox: 16,
+  /** An inbox append's body, binary: read back from the segment file where it lies (inbox-state.ts). */
+  inboxBody: 17,
 } as const;
 
 /** A message's fields as its insert carries them, all but the body: a new message's, placed and leased. */
@@ -77,8 +79,20 @@ export type JsonChange =
   | { type: T["bindingDelete"]; exchange: string; destination: BindingDestination; pattern: string }
   | { type: T["inbox"]; change: InboxChange };
 
+/** An inbox append's message as its body change carries it. */
+export interface InboxBodyHead {
+  inbox: string;
+  bodyId: number;
+  id: string;
+  contentType: string;
+  headers: Record<string, string>;
+  /** The body was given as text (a JSON body): it reads back as text. */
+  text: boolean;
+}
+
 export type Change =
   | JsonChange
+  | { type: T["inboxBody"]; head: InboxBodyHead; body: Buffer; bodyOffset: number }
   | { type: T["insert"]; head: InsertHead; body: Buffer }
   | ({ type: T["lease"] } & LeaseFields)
   | { type: T["delete"]; seq: number }
@@ -100,10 +114,18 @@ function orNull(value: number): number | null {
  * Writes the changes of one call into one reusable buffer, growing it as needed; `take` answers
  * them as one record (a view, valid until the next change is written) and starts the next.
  */
+/** A request to learn where the bytes at `offset` of a record land in the log. */
+export interface Located {
+  offset: number;
+  located: (seq: number, offset: number) => void;
+}
+
 export class RecordWriter {
   private buffer = Buffer.allocUnsafe(64 * 1024);
   private length = 0;
   private changeStart = -1;
+  /** Who wants to know where bytes of the record so far land in the log (locate). */
+  private locates: Located[] = [];
 
   /** The record so far, as a view into the writer's buffer; the writer starts a new one. */
   take(): Buffer {
@@ -112,9 +134,44 @@ export class RecordWriter {
     return record;
   }
 
+  /** The locate requests of the record just taken, in the order made. */
+  takeLocates(): Located[] {
+    const locates = this.locates;
+    this.locates = [];
+    return locates;
+  }
+
   /** Forgets the changes written since the last `take` (a call that threw). */
   discard(): void {
     this.length = 0;
+    this.locates = [];
+  }
+
+  /**
+   * Writes an inbox body's change, and asks to be told where its body bytes land in the log:
+   * `located(seq, offset)` once the record is written (never, for a store without a log).
+   */
+  inboxBody(
+    head: InboxBodyHead,
+    body: Buffer | string,
+    located: (seq: number, offset: number) => void,
+  ): void {
+    this.begin(changeType.inboxBody);
+    this.f64(head.bodyId);
+    this.f64(head.text ? 1 : 0);
+    this.string(head.inbox);
+    this.string(head.id);
+    this.string(head.contentType);
+    this.string(hasKeys(head.headers) ? JSON.stringify(head.headers) : null);
+    this.locates.push({ offset: this.length, located });
+    if (typeof body === "string") {
+      this.reserve(body.length * utf8BytesPerUnitMax);
+      this.length += this.buffer.write(body, this.length, "utf8");
+    } else {
+      this.reserve(body.length);
+      this.length += body.copy(this.buffer, this.length);
+    }
+    this.end();
   }
 
   get empty(): boolean {
@@ -233,14 +290,31 @@ export function* readChanges(record: Buffer): Generator<Change> {
     const length = record.readUInt32LE(at + 1);
     const end = at + 5 + length;
     if (end > record.length) throw new Error(`a change of type ${type} runs past its record`);
-    yield readChange(type, record.subarray(at + 5, end));
+    yield readChange(type, record.subarray(at + 5, end), at + 5);
     at = end;
   }
 }
 
-function readChange(type: number, fields: Buffer): Change {
+/** `fieldsAt`: where the change's fields start in its record. */
+function readChange(type: number, fields: Buffer, fieldsAt: number): Change {
   const reader = new FieldReader(fields);
   switch (type) {
+    case changeType.inboxBody: {
+      const bodyId = reader.f64();
+      const text = reader.f64() === 1;
+      const inbox = reader.string() as string;
+      const id = reader.string() as string;
+      const contentType = reader.string() as string;
+      const headersJson = reader.string();
+      const headers = headersJson === null ? {} : (JSON.parse(headersJson) as Record<string, string>);
+      const bodyOffset = fieldsAt + reader.position;
+      return {
+        type,
+        head: { inbox, bodyId, id, contentType, headers, text },
+        body: reader.rest(),
+        bodyOffset,
+      };
+    }
     case changeType.insert: {
       const seq = reader.f64();
       const publishedAt = reader.f64();
@@ -297,6 +371,10 @@ class FieldReader {
   private at = 0;
 
   constructor(private readonly bytes: Buffer) {}
+
+  get position(): number {
+    return this.at;
+  }
 
   f64(): number {
     const value = this.bytes.readDoubleLE(this.at);
