@@ -33,7 +33,7 @@
  *   inbox_id is never reused, so nothing of a deleted namespace can show in one created again; the
  *   append's inserts pay for no key checks.
  */
-/** Counters are spread over this many rows per queue (queue_counters, above). */
+/** Counters are spread over this many rows per queue (queue_counters, above): the schema's, not a limit. */
 export const counterShards = 16;
 
 /** Schema names are put into SQL as identifiers, so they are checked against this first. */
