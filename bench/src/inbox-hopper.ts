@@ -23,6 +23,12 @@ export async function startHopperInboxTarget(params: {
   store: "sqlite" | "log";
   profileDir: string | undefined;
   appendConnections: number;
+  /**
+   * Live devices: "client" (`hopper.inboxes.subscribe`, which acks each frame and waits for the answer
+   * before it handles the next) or "raw" (a /v1/ws connection per device that acks each frame without
+   * waiting).
+   */
+  devices: "client" | "raw";
 }): Promise<InboxTarget> {
   const server = await startBenchServer({
     store: { kind: params.store, durability: "fsync" },
@@ -124,11 +130,35 @@ export async function startHopperInboxTarget(params: {
       socket.close(1000);
     });
 
+  const rawDevices = async (recipients: readonly string[], onEntry: OnDeviceEntry) => {
+    let failure: Error | undefined;
+    let ref = 1_000_000;
+    const opened = await Promise.all(
+      recipients.map(async (recipient) => {
+        const { socket } = await openSubscriptions([recipient], "phone", (frame) => {
+          if (frame.op === "inbox.entry") {
+            const receivedAt = performance.now();
+            const entries = frame.entries as { seq: number; body: unknown }[];
+            for (const entry of entries) onEntry(recipient, entry.body, receivedAt);
+            const last = entries[entries.length - 1]?.seq;
+            socket.send(JSON.stringify({ op: "inbox.ack", sub: frame.sub, seq: last, ref: ref++ }));
+          } else if (frame.op !== "inbox.live" && frame.op !== "inbox.acked") {
+            failure ??= new Error(`device ${recipient}: ${JSON.stringify(frame).slice(0, 300)}`);
+          }
+        });
+        return socket;
+      }),
+    );
+    return async () => {
+      await Promise.all(opened.map(closeSocket));
+      if (failure) throw failure;
+    };
+  };
+
   return {
-    label: `Hopper, ${params.store === "sqlite" ? "SQLite (fsync)" : "log store"}`,
+    label: `Hopper, ${params.store === "sqlite" ? "SQLite (fsync)" : "log store"}${params.devices === "raw" ? ", raw devices" : ""}`,
     versions: "the working tree",
-    semantics:
-      "append = POST …/append answered once durable; devices = inbox.subscribe over /v1/ws, acking each batch (client) or not at all (raw)",
+    semantics: `append = POST …/append answered once durable; live devices = ${params.devices === "raw" ? "a /v1/ws connection each, acking every frame without waiting" : "hopper.inboxes.subscribe, one WebSocket each, acking every frame and waiting for the answer"}; replay and idle devices = inbox.subscribe on raw /v1/ws connections`,
     pid: server.pid,
     async append(id, recipients, bodyJson) {
       const body = `{"recipients":${JSON.stringify(recipients)},"message":{"id":${JSON.stringify(id)},"body":${bodyJson}}}`;
@@ -179,6 +209,7 @@ export async function startHopperInboxTarget(params: {
       };
     },
     async subscribeDevices(recipients, onEntry: OnDeviceEntry) {
+      if (params.devices === "raw") return rawDevices(recipients, onEntry);
       const client = new HopperClient({ url: server.url });
       const subscriptions: InboxSubscription[] = [];
       let failure: unknown;

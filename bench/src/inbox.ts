@@ -56,13 +56,15 @@ interface InboxBenchOptions {
   redisServer: string;
   json: string | undefined;
   profileDir: string | undefined;
+  devices: "client" | "raw";
 }
 
 export const inboxUsage = `usage: npm run bench -- inbox [--targets ${targetNames.join(",")}] [--phases ${phasesAll.join(",")}]
          [--body-bytes 1024] [--fanout-appends 4000] [--fanout-recipients 50] [--in-flight 100]
          [--replay-entries 10000] [--replay-rounds 5] [--rate 1000] [--latency-seconds 10]
          [--latency-devices 50] [--idle-devices 10000] [--subs-per-connection 50]
-         [--redis-server ${redisServerPathDefault}] [--json out.json] [--profile-dir dir]`;
+         [--redis-server ${redisServerPathDefault}] [--json out.json] [--profile-dir dir]
+         [--devices client|raw]`;
 
 function parseInboxOptions(argv: string[]): InboxBenchOptions {
   const { values } = parseArgs({
@@ -85,6 +87,7 @@ function parseInboxOptions(argv: string[]): InboxBenchOptions {
       "redis-server": { type: "string", default: redisServerPathDefault },
       json: { type: "string" },
       "profile-dir": { type: "string" },
+      devices: { type: "string", default: "client" },
     },
   });
   const list = <T extends string>(flag: string, text: string, allowed: readonly T[]): T[] => {
@@ -121,6 +124,7 @@ function parseInboxOptions(argv: string[]): InboxBenchOptions {
     redisServer: values["redis-server"],
     json: values.json,
     profileDir: values["profile-dir"],
+    devices: list("devices", values.devices, ["client", "raw"] as const)[0] as "client" | "raw",
   };
 }
 
@@ -198,6 +202,7 @@ async function startTarget(name: TargetName, options: InboxBenchOptions): Promis
     store: name === "hopper-sqlite" ? "sqlite" : "log",
     profileDir: options.profileDir,
     appendConnections: options.inFlight,
+    devices: options.devices,
   });
 }
 
