@@ -43,7 +43,6 @@ const pending = new Map<string, string>([
   ["bench/src/inbox-hopper.ts", inboxWork],
   ["bench/src/inbox.ts", inboxWork],
   ["bench/src/peers/redis-inbox.ts", inboxWork],
-  ["packages/server/src/store/postgres/inbox-append.ts", inboxWork],
 ]);
 
 function typeScriptFiles(): string[] {
