@@ -4,7 +4,8 @@
  * with a cluster, the plain SKIP LOCKED queue and pg-boss, one after the other, so that their ratios
  * come from one invocation; `npm run bench -- compare-consumers …` runs Hopper with its pull consumer and
  * then with its push (WebSocket) consumer, on W1 and W2 unless told otherwise (`--workloads` may add
- * the fan-out). Each probes the disk's flush rate first, prints a markdown table and optionally writes
+ * the fan-out); `npm run bench -- inbox …` runs Hopper's inboxes against per-recipient Redis Streams
+ * with flags of its own (inbox.ts). Each probes the disk's flush rate first, prints a markdown table and optionally writes
  * the figures as JSON. Servers are stopped and schemas dropped on success, on
  * failure and on Ctrl-C.
  */
