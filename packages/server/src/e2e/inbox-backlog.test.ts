@@ -108,7 +108,8 @@ for (const store of e2eStores) {
       const seededAt = Date.now();
       await seed(seedStore, backlogCount);
       const seedMs = Date.now() - seededAt;
-      const server = await startServerProcess(opened.options);
+      // Replaying 100,000 entries' records takes seconds on a busy machine.
+      const server = await startServerProcess({ ...opened.options, startTimeoutMs: 60_000 });
       const reader = await TestSocket.open(server.url);
       try {
         const rssBefore = processRssBytes(server.pid);

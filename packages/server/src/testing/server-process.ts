@@ -44,6 +44,8 @@ export interface ServerProcessOptions {
   pgSchema?: string;
   /** `--skip-integrity-check`: a SQLite server starts without PRAGMA quick_check. */
   skipIntegrityCheck?: boolean;
+  /** How long the start may take (default startTimeoutMs): a store with a large log to replay. */
+  startTimeoutMs?: number;
   /** Added to the child's environment, e.g. PGAPPNAME to tell its PostgreSQL sessions apart. */
   env?: Readonly<Record<string, string>>;
 }
@@ -168,11 +170,12 @@ export async function startServerProcess(options: ServerProcessOptions): Promise
   });
   const describe = () => `stdout:\n${stdout.text()}\nstderr:\n${stderr.text()}`;
 
+  const timeoutMs = options.startTimeoutMs ?? startTimeoutMs;
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
-      reject(new Error(`the server did not start within ${startTimeoutMs} ms\n${describe()}`));
-    }, startTimeoutMs);
+      reject(new Error(`the server did not start within ${timeoutMs} ms\n${describe()}`));
+    }, timeoutMs);
     const onData = () => {
       const match = listeningPattern.exec(stdout.text());
       if (!match) return;
