@@ -214,13 +214,13 @@ class DeviceSubscription implements InboxSubscription {
       last = entry.seq;
     }
     if (last === undefined || this.sub !== sub) return;
-    const session = this.session;
-    try {
-      await session.request({ op: "inbox.ack", sub, seq: last });
-    } catch (error) {
-      // A connection that dropped meanwhile acks with the next subscription (its cursor is kept here).
-      if (!(error instanceof HopperError && error.code === clientErrorCodes.network)) throw error;
-    }
+    // The ack's answer is not waited for: the next entries are handled meanwhile, one ack round trip
+    // each would cap a device at a frame per round trip. Acks only move the cursor forward, so their
+    // answers may come in any order. A connection that dropped meanwhile acks with the next
+    // subscription (its cursor is kept here).
+    this.session.request({ op: "inbox.ack", sub, seq: last }).catch((error: unknown) => {
+      if (!(error instanceof HopperError && error.code === clientErrorCodes.network)) this.reportError(error);
+    });
   }
 
   private async moveCursor(cursor: InboxCursor): Promise<void> {
