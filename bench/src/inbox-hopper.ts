@@ -30,6 +30,7 @@ export async function startHopperInboxTarget(params: {
    */
   devices: "client" | "raw";
 }): Promise<InboxTarget> {
+  // Over 80 lines: the Hopper target's workloads share its server and connections in this closure.
   const server = await startBenchServer({
     store: { kind: params.store, durability: "fsync" },
     profileDir: params.profileDir,

@@ -309,6 +309,7 @@ async function runReplay(target: InboxTarget, options: InboxBenchOptions): Promi
 }
 
 async function runLatency(target: InboxTarget, options: InboxBenchOptions): Promise<LatencyResult> {
+  // Over 80 lines: the latency workload's devices, pacing and figures share one measurement window.
   const recipients = Array.from({ length: options.latencyDevices }, (_, i) => `device${i}`);
   const appends = options.rate * options.latencySeconds;
   const received = new Uint8Array(appends);

@@ -33,6 +33,7 @@ export async function startRedisInboxTarget(params: {
   /** Connections appends are spread over (one per append in flight). */
   appendConnections: number;
 }): Promise<InboxTarget> {
+  // Over 80 lines: the Redis target's workloads share its server and connections in this closure.
   const server = await startPrivateRedis(params.serverPath);
   const open = new Set<Redis>();
   const connect = async (): Promise<Redis> => {

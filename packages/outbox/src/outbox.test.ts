@@ -68,6 +68,7 @@ async function applyOnce(
 
 for (const kind of testDatabaseKinds) {
   describe(`outbox on ${kind.label}`, { skip: kind.skip, concurrency: false }, () => {
+    // Over 80 lines: one describe block of end-to-end tests sharing a server and databases.
     let dir: string;
     let port: number;
     let hopperServer: HopperProcess;

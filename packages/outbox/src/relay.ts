@@ -86,6 +86,7 @@ interface CycleOutcome {
 }
 
 export function startRelay(options: RelayOptions, hooks: RelayHooks): Relay {
+  // Over 80 lines: the relay's loop, its wake-ups and its metrics share the state in this closure.
   if (options.mode !== undefined && options.mode !== "poll") {
     // Refused rather than ignored: a relay that silently polled instead would not be what was asked for.
     throw new Error(

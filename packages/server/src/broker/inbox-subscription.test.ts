@@ -57,6 +57,7 @@ function range(from: number, to: number): number[] {
 }
 
 describe("inbox subscription", () => {
+  // Over 80 lines: one describe block of short tests sharing a fake clock and store.
   let clock: FakeClock;
   let store: FakeInboxStore;
   let inboxes: InboxBroker;

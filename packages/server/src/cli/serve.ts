@@ -24,6 +24,7 @@ export interface ServeFlags {
 }
 
 export async function serve(flags: ServeFlags): Promise<void> {
+  // Over 80 lines: the serve command's steps in order: flags, store, server, the banner, shutdown.
   if (flags.durability !== "fsync" && flags.durability !== "os") {
     throw new Error(`--durability is "fsync" or "os", not "${flags.durability}".`);
   }

@@ -81,6 +81,7 @@ function skipOf(store: (typeof e2eStores)[number]): string | undefined {
 
 for (const store of e2eStores) {
   describe(`inbox subscriptions on ${store.name}`, { skip: skipOf(store) }, () => {
+    // Over 80 lines: one describe block per store, its two tests sharing one server.
     let opened: Awaited<ReturnType<typeof store.open>>;
     let server: ServerProcess;
 
@@ -96,6 +97,7 @@ for (const store of e2eStores) {
     });
 
     test("100 devices reconnecting at random moments while appends run get every sequence once, in order", async (t) => {
+      // Over 80 lines: the seam scenario: devices, appends and reconnects running together.
       const received = new Map<string, number[]>();
       let appendsDuringReplay = 0;
       const clients: HopperClient[] = [];

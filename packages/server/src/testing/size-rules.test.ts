@@ -30,20 +30,7 @@ const sourceRoots = [
  * Files over a rule that another change is rewriting now, each with the reason it waits. The test
  * fails once a listed file keeps the rules, so that its entry is removed rather than left to rot.
  */
-const inboxWork = "changed by the inbox work under way; its authors bring it within the rules";
-const outboxWork = "the outbox package, new and still being written; its authors bring it within the rules";
-const pending = new Map<string, string>([
-  ["packages/outbox/src/event.ts", outboxWork],
-  ["packages/outbox/src/outbox.test.ts", outboxWork],
-  ["packages/outbox/src/postgres-driver.ts", outboxWork],
-  ["packages/outbox/src/relay.ts", outboxWork],
-  ["packages/server/src/broker/inbox-subscription.test.ts", inboxWork],
-  ["packages/server/src/cli/serve.ts", inboxWork],
-  ["packages/server/src/e2e/inbox-subscribe.test.ts", inboxWork],
-  ["bench/src/inbox-hopper.ts", inboxWork],
-  ["bench/src/inbox.ts", inboxWork],
-  ["bench/src/peers/redis-inbox.ts", inboxWork],
-]);
+const pending = new Map<string, string>([]);
 
 function typeScriptFiles(): string[] {
   return sourceRoots.flatMap((root) =>
