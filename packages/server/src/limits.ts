@@ -288,6 +288,23 @@ export const limits = {
   /** Replay sizes and ack lags are counted per namespace in histograms with these bucket bounds. */
   inboxReplayEntriesBuckets: [0, 1, 10, 100, 1_000, 10_000],
   inboxAckLagSecondsBuckets: [0.01, 0.1, 1, 10, 60, 600, 3_600],
+  /** A JWT secret shorter than this is refused at start: HS256 with a short secret is guessable offline. */
+  jwtSecretBytesMin: 32,
+  /** Namespaces and channel patterns one device token may list; a token lists a few. */
+  jwtClaimListMax: 100,
+  /** A device token's length: a JWT with a few claims is well under 1 KiB; 8 KiB leaves room for long
+   * key ids and claim lists. */
+  deviceTokenLengthMax: 8 * 1024,
+  /** How long each read of `hopper inbox tail` waits for an entry: the server's longest long poll. */
+  cliInboxTailWaitMs: 20_000,
+  /** Entries each read of `hopper inbox tail` asks for at most. */
+  cliInboxTailPageMax: 100,
+  /** What an inbox entry, device or remembered id holds in the log store's memory besides its strings,
+   * about: counted against logStoreBytesMax. */
+  logInboxItemOverheadBytes: 96,
+  /** An inbox NOTIFY names its recipients up to this payload size; PostgreSQL's limit is 8,000 bytes,
+   * and the margin leaves room for the namespace's name and the JSON around it. */
+  postgresInboxNotifyPayloadBytesMax: 7_900,
 } as const;
 
 /** A new inbox namespace's attributes (model/inbox-attributes.ts validates what a client sends). */

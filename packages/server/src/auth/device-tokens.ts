@@ -26,10 +26,6 @@ export interface DeviceClaims {
 /** The algorithms each kind of key takes: a secret signs HS256 only, a key set RS256 or ES256. */
 const secretAlgorithms = ["HS256"];
 const keySetAlgorithms = ["RS256", "ES256"];
-/** A secret shorter than this is refused at start: HS256 with a short secret is guessable offline. */
-export const jwtSecretBytesMin = 32;
-/** Namespaces and channel patterns one token may list; a token lists a few. */
-const claimListMax = 100;
 
 type VerifyKey = Parameters<typeof jwtVerify>[1];
 
@@ -42,8 +38,10 @@ export class DeviceTokens {
   /** Tokens signed HS256 with `secret` (`--jwt-secret`, HOPPER_JWT_SECRET). */
   static fromSecret(secret: string): DeviceTokens {
     const bytes = new TextEncoder().encode(secret);
-    if (bytes.length < jwtSecretBytesMin) {
-      throw new Error(`the JWT secret must be at least ${jwtSecretBytesMin} bytes (it is ${bytes.length}).`);
+    if (bytes.length < limits.jwtSecretBytesMin) {
+      throw new Error(
+        `the JWT secret must be at least ${limits.jwtSecretBytesMin} bytes (it is ${bytes.length}).`,
+      );
     }
     return new DeviceTokens(bytes, secretAlgorithms);
   }
@@ -120,12 +118,12 @@ function stringList(value: unknown, name: string): string[] {
   if (value === undefined) return [];
   if (
     !Array.isArray(value) ||
-    value.length > claimListMax ||
+    value.length > limits.jwtClaimListMax ||
     !value.every((item) => typeof item === "string" && item.length > 0 && item.length <= limits.nameLengthMax)
   ) {
     throw new HopperError(
       "unauthorized",
-      `The device token's hopper.${name} is not a list of at most ${claimListMax} names.`,
+      `The device token's hopper.${name} is not a list of at most ${limits.jwtClaimListMax} names.`,
     );
   }
   return value as string[];

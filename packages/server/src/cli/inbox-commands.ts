@@ -7,6 +7,7 @@
 import { HopperError } from "@hopper/client";
 import type { AppendResult, InboxEntries, InboxInfo, PutInboxBody, RecipientInfo } from "@hopper/wire";
 import type { Command } from "commander";
+import { limits } from "../limits.js";
 import {
   addConnectionOptions,
   type Connection,
@@ -41,11 +42,6 @@ interface TailFlags {
   /** Stop after printing what is there now instead of following. */
   follow: boolean;
 }
-
-/** How long each read of `tail` waits for an entry: the server's longest long poll. */
-const tailWaitMs = 20_000;
-/** Each read of `tail` asks for at most this many entries. */
-const tailPageMax = 100;
 
 export function addInboxCommands(program: Command): void {
   const inbox = program.command("inbox").description("create and inspect inbox namespaces, append, tail");
@@ -232,10 +228,10 @@ async function tail(connection: Connection, [ns, recipient]: (string | undefined
   const stop = new AbortController();
   process.once("SIGINT", () => stop.abort());
   while (!stop.signal.aborted) {
-    const waitMs = flags.follow ? tailWaitMs : 0;
+    const waitMs = flags.follow ? limits.cliInboxTailWaitMs : 0;
     const query = new URLSearchParams({
       after: String(after),
-      limit: String(tailPageMax),
+      limit: String(limits.cliInboxTailPageMax),
       waitMs: String(waitMs),
     });
     if (epoch !== undefined && after > 0) query.set("epoch", epoch);
@@ -263,7 +259,7 @@ async function tail(connection: Connection, [ns, recipient]: (string | undefined
         );
       after = entry.seq;
     }
-    if (!flags.follow && page.entries.length < tailPageMax) break;
+    if (!flags.follow && page.entries.length < limits.cliInboxTailPageMax) break;
   }
   if (stop.signal.aborted) process.exitCode = exitCodes.interrupted;
 }

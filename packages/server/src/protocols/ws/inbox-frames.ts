@@ -15,8 +15,6 @@ const Name = Type.String({ pattern: limits.namePattern });
 const Sub = Type.String({ minLength: 1, maxLength: 20 });
 /** An epoch is the server's opaque string; the HTTP read takes the same. */
 const Epoch = Type.String({ minLength: 1, maxLength: 64 });
-/** A JWT with a few claims is well under 1 KiB; 8 KiB leaves room for long key ids and claim lists. */
-export const deviceTokenLengthMax = 8 * 1024;
 
 export const inboxFrameSchemas = {
   "inbox.subscribe": Type.Object(
@@ -51,7 +49,7 @@ export const inboxFrameSchemas = {
     {
       op: Type.Literal("auth.refresh"),
       ref: Type.Optional(Ref),
-      token: Type.String({ minLength: 1, maxLength: deviceTokenLengthMax }),
+      token: Type.String({ minLength: 1, maxLength: limits.deviceTokenLengthMax }),
     },
     strict,
   ),

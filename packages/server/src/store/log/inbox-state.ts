@@ -13,7 +13,9 @@
  * record lies, and a compaction's snapshot copies each body into the base and moves its place there
  * before the older segments go (append-log.ts, rewrite's `located`).
  */
+
 import { invariant } from "../../errors.js";
+import { limits } from "../../limits.js";
 import {
   type DeviceCursor,
   type InboxAttributes,
@@ -25,9 +27,6 @@ import type { EntryInsert, RecipientRow } from "../embedded/inbox-rows.js";
 import type { SnapshotRecord } from "./append-log.js";
 import type { Commits } from "./commits.js";
 import { changeType, type InboxBodyHead, RecordWriter } from "./records.js";
-
-/** What an entry, a device or a remembered id holds besides its strings, about. */
-const inboxItemOverheadBytes = 96;
 
 /** Where a body's bytes lie in the log: the segment and the offset of its first byte. */
 export interface BodyPlace {
@@ -305,7 +304,7 @@ export class LogInboxState {
     log.skippedAfter = row.skippedAfter;
     if (!existing) {
       inbox.recipients.set(recipient, log);
-      this.hold(inboxItemOverheadBytes + recipient.length);
+      this.hold(limits.logInboxItemOverheadBytes + recipient.length);
     }
     this.record(
       { op: "recipient", name: inbox.name, recipient, head: row.head, skippedAfter: row.skippedAfter },
@@ -313,7 +312,7 @@ export class LogInboxState {
         if (before) Object.assign(log, before);
         else {
           inbox.recipients.delete(recipient);
-          this.hold(-(inboxItemOverheadBytes + recipient.length));
+          this.hold(-(limits.logInboxItemOverheadBytes + recipient.length));
         }
       },
     );
@@ -323,7 +322,7 @@ export class LogInboxState {
     const key = idKey(recipient, messageId);
     const before = inbox.ids.get(key);
     inbox.ids.set(key, { seq, expiresAt });
-    const bytes = before ? 0 : inboxItemOverheadBytes + key.length;
+    const bytes = before ? 0 : limits.logInboxItemOverheadBytes + key.length;
     this.hold(bytes);
     this.record({ op: "id", name: inbox.name, recipient, messageId, seq, expiresAt }, () => {
       this.hold(-bytes);
@@ -337,9 +336,9 @@ export class LogInboxState {
     const before = inbox.ids.get(key);
     if (!before) return;
     inbox.ids.delete(key);
-    this.hold(-(inboxItemOverheadBytes + key.length));
+    this.hold(-(limits.logInboxItemOverheadBytes + key.length));
     this.record({ op: "idForget", name: inbox.name, recipient, messageId }, () => {
-      this.hold(inboxItemOverheadBytes + key.length);
+      this.hold(limits.logInboxItemOverheadBytes + key.length);
       inbox.ids.set(key, before);
     });
   }
@@ -395,7 +394,7 @@ export class LogInboxState {
       log.entries.push({ seq: entry.seq, bodyId: entry.body, appendedAt: entry.appendedAt });
       body.refs += 1;
     }
-    const bytes = entries.length * inboxItemOverheadBytes;
+    const bytes = entries.length * limits.logInboxItemOverheadBytes;
     this.hold(bytes);
     this.record({ op: "entries", name: inbox.name, entries: [...entries] }, () => {
       this.hold(-bytes);
@@ -426,7 +425,8 @@ export class LogInboxState {
       }
     }
     const freed =
-      count * inboxItemOverheadBytes + freedBodies.reduce((sum, [, body]) => sum + heldBodyBytes(body), 0);
+      count * limits.logInboxItemOverheadBytes +
+      freedBodies.reduce((sum, [, body]) => sum + heldBodyBytes(body), 0);
     const freedOnDisk = freedBodies.reduce(
       (sum, [, body]) => sum + (body.bytes === undefined ? body.byteLength : 0),
       0,
@@ -450,7 +450,7 @@ export class LogInboxState {
     const log = inbox.recipients.get(recipient) ?? this.emptyRecipient(inbox, recipient);
     const before = log.devices.get(device.device);
     log.devices.set(device.device, { ...device });
-    const bytes = before ? 0 : inboxItemOverheadBytes + device.device.length;
+    const bytes = before ? 0 : limits.logInboxItemOverheadBytes + device.device.length;
     this.hold(bytes);
     this.record({ op: "device", name: inbox.name, recipient, device: { ...device } }, () => {
       this.hold(-bytes);
@@ -464,7 +464,7 @@ export class LogInboxState {
     const before = log?.devices.get(device);
     if (!log || !before) return false;
     log.devices.delete(device);
-    const bytes = inboxItemOverheadBytes + device.length;
+    const bytes = limits.logInboxItemOverheadBytes + device.length;
     this.hold(-bytes);
     this.record({ op: "deviceForget", name: inbox.name, recipient, device }, () => {
       this.hold(bytes);
@@ -493,7 +493,7 @@ function bodyHead(inbox: string, bodyId: number, body: StoredBody): InboxBodyHea
 
 /** What a body costs the store's memory: its bytes while it holds them, and its fields. */
 function heldBodyBytes(body: StoredBody): number {
-  return inboxItemOverheadBytes + (body.bytes === undefined ? 0 : body.byteLength);
+  return limits.logInboxItemOverheadBytes + (body.bytes === undefined ? 0 : body.byteLength);
 }
 
 /** What a namespace holds, as the primitives counted it. */
@@ -501,9 +501,12 @@ function heldBytes(inbox: InboxState): number {
   let bytes = 0;
   for (const body of inbox.bodies.values()) bytes += heldBodyBytes(body);
   for (const [recipient, log] of inbox.recipients) {
-    bytes += inboxItemOverheadBytes + recipient.length + log.entries.length * inboxItemOverheadBytes;
-    for (const device of log.devices.keys()) bytes += inboxItemOverheadBytes + device.length;
+    bytes +=
+      limits.logInboxItemOverheadBytes +
+      recipient.length +
+      log.entries.length * limits.logInboxItemOverheadBytes;
+    for (const device of log.devices.keys()) bytes += limits.logInboxItemOverheadBytes + device.length;
   }
-  for (const key of inbox.ids.keys()) bytes += inboxItemOverheadBytes + key.length;
+  for (const key of inbox.ids.keys()) bytes += limits.logInboxItemOverheadBytes + key.length;
   return bytes;
 }

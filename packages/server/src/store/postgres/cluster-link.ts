@@ -4,6 +4,7 @@
  * leader, who holds an advisory lock on that session; signals; and the NOTIFYs by which this node's
  * commits wake the other nodes' long polls.
  */
+import { limits } from "../../limits.js";
 import type { ClusterLink } from "../cluster-link.js";
 import type { StoreEvent } from "../store.js";
 import type { Client, PostgresDatabase } from "./database.js";
@@ -12,9 +13,6 @@ import * as sql from "./statements/index.js";
 
 /** Whoever holds this advisory lock leads housekeeping. */
 const leaderLockClass = 0x686f7071;
-/** An inbox NOTIFY names its recipients up to this payload size; PostgreSQL's limit is 8,000 bytes,
- * and the margin leaves room for the namespace's name and the JSON around it never to pass it. */
-const inboxNotifyPayloadBytesMax = 7_900;
 
 export interface PostgresClusterLinkOptions {
   /** How often the node says it is present to the others (events.ts); tests shorten it. */
@@ -113,14 +111,14 @@ export class PostgresClusterLink implements ClusterLink {
    * Tells the other nodes, once the transaction on `client` has committed, that entries were appended
    * to these recipients of inbox namespace `inbox`: one NOTIFY per append, sent after the commit for
    * the reason announceCommitted gives, and only while another node listens. A payload that would pass
-   * inboxNotifyPayloadBytesMax names no recipient (null), and every subscriber of the namespace looks
+   * limits.postgresInboxNotifyPayloadBytesMax names no recipient (null), and every subscriber of the namespace looks
    * again: PostgreSQL refuses a payload of 8,000 bytes or more.
    */
   announceInboxOnCommit(client: Client, inbox: string, recipients: readonly string[]): void {
     this.db.afterCommit(client, () => {
       if (!this.events.othersListening()) return;
       let payload = this.events.encode({ kind: "inbox", inbox, recipients: [...recipients] });
-      if (Buffer.byteLength(payload) > inboxNotifyPayloadBytesMax) {
+      if (Buffer.byteLength(payload) > limits.postgresInboxNotifyPayloadBytesMax) {
         payload = this.events.encode({ kind: "inbox", inbox, recipients: null });
       }
       this.db.statement(sql.notify, [this.events.channel, payload]).catch(() => {
