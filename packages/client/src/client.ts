@@ -351,7 +351,7 @@ export class HopperClient {
   /** Closes the connections the client keeps open (HTTP keep-alive, publishing over a WebSocket, signals). */
   async close(): Promise<void> {
     this.http.close();
-    await Promise.all([this.publishSocket?.close(), this.signals.close()]);
+    await Promise.all([this.publishSocket?.close(), this.signals.close(), this.inboxes.close()]);
   }
 
   /** Acks one receipt in a coalesced batch; an item error is answered, not thrown. */

@@ -98,6 +98,9 @@ export function localStorageCursor(key: string): InboxCursorStore {
 
 /** `client.inboxes`: subscribe a device to its inbox. */
 export class Inboxes {
+  /** The subscriptions open now: the client's close() closes them, so none reconnects after it. */
+  private readonly open = new Set<InboxSubscription>();
+
   constructor(private readonly target: SocketTarget) {}
 
   async subscribe(options: InboxSubscribeOptions): Promise<InboxSubscription> {
@@ -108,8 +111,15 @@ export class Inboxes {
       options,
       store,
       stored ?? { seq: options.after ?? 0, epoch: options.epoch },
+      () => this.open.delete(subscription),
     );
+    this.open.add(subscription);
     return subscription;
+  }
+
+  /** Closes every subscription still open. */
+  async close(): Promise<void> {
+    await Promise.all([...this.open].map((subscription) => subscription.close()));
   }
 }
 
@@ -130,6 +140,8 @@ class DeviceSubscription implements InboxSubscription {
     private readonly options: InboxSubscribeOptions,
     private readonly store: InboxCursorStore,
     start: InboxCursor,
+    /** Told once the subscription closes (the client's list of open subscriptions). */
+    private readonly closedHook: () => void = () => {},
   ) {
     this.current = start;
     this.ready = new Promise((resolve) => {
@@ -152,6 +164,7 @@ class DeviceSubscription implements InboxSubscription {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.closedHook();
     await this.session.close();
     await this.handling;
   }
