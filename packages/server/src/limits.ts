@@ -302,6 +302,10 @@ export const limits = {
   /** What an inbox entry, device or remembered id holds in the log store's memory besides its strings,
    * about: counted against logStoreBytesMax. */
   logInboxItemOverheadBytes: 96,
+  /** Inbox bodies that lie within this span of one segment are read back with one read: an inbox's
+   * appends lie one after another, so a replay's batch is a few reads; the span bounds what one read
+   * takes beyond the bodies asked for (the records' other changes between them). */
+  logInboxSpanReadBytesMax: 1024 * 1024,
   /** An inbox NOTIFY names its recipients up to this payload size; PostgreSQL's limit is 8,000 bytes,
    * and the margin leaves room for the namespace's name and the JSON around it. */
   postgresInboxNotifyPayloadBytesMax: 7_900,

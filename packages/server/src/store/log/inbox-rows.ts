@@ -13,7 +13,13 @@ import type {
   InboxRecord,
 } from "../../model/inbox.js";
 import type { EntryInsert, InboxRows, RecipientRow } from "../embedded/inbox-rows.js";
-import { type HeldEntry, type InboxState, idKey, type LogInboxState } from "./inbox-state.js";
+import {
+  type HeldEntry,
+  type InboxState,
+  idKey,
+  type LogInboxState,
+  type StoredBody,
+} from "./inbox-state.js";
 import { compareText } from "./queue-state.js";
 
 export class LogInboxRows implements InboxRows<InboxState> {
@@ -121,13 +127,19 @@ export class LogInboxRows implements InboxRows<InboxState> {
     if (!log || log.entries.length === 0) return [];
     // The entries are [oldest, head] in order: the first after the cursor is found by its distance.
     const start = Math.max(0, after + 1 - (log.entries[0] as HeldEntry).seq);
-    return log.entries.slice(start, start + limit).map((entry) => {
+    const entries = log.entries.slice(start, start + limit);
+    const bodies = entries.map((entry) => {
       const body = inbox.bodies.get(entry.bodyId);
       invariant(body, "a retained entry's body is held");
+      return body;
+    });
+    const bytes = this.state.bodiesBytes(bodies);
+    return entries.map((entry, index) => {
+      const body = bodies[index] as StoredBody;
       return {
         seq: entry.seq,
         id: body.id,
-        body: this.state.bodyBytes(body),
+        body: bytes[index] as Buffer | string,
         contentType: body.contentType,
         headers: body.headers,
         appendedAt: entry.appendedAt,
