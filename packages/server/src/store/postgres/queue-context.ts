@@ -51,3 +51,17 @@ export class QueueContext {
     return queue;
   }
 }
+
+/** A part of the queue store (queue-send.ts, queue-lease.ts, …): the context's database, cluster link
+ * and message writes under short names. */
+export abstract class QueuePart {
+  protected readonly db: PostgresDatabase;
+  protected readonly link: PostgresClusterLink;
+  protected readonly writes: MessageWrites;
+
+  constructor(protected readonly queues: QueueContext) {
+    this.db = queues.db;
+    this.link = queues.link;
+    this.writes = queues.writes;
+  }
+}

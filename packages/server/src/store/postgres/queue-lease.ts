@@ -10,25 +10,14 @@ import type { QueueKind } from "../../model/queue.js";
 import { decodeReceipt, encodeReceipt } from "../../model/receipts.js";
 import { type MessageRow, toStoredMessage } from "../rows.js";
 import type { Store } from "../store.js";
-import type { PostgresClusterLink } from "./cluster-link.js";
-import type { Client, PostgresDatabase } from "./database.js";
-import type { LockedQueue, MessageWrites } from "./message-writes.js";
-import type { QueueContext } from "./queue-context.js";
+import type { Client } from "./database.js";
+import type { LockedQueue } from "./message-writes.js";
+import { QueuePart } from "./queue-context.js";
 import * as sql from "./statements/index.js";
 
 type LeaseParams = Parameters<Store["queueLease"]>[0];
 
-export class QueueLeases {
-  private readonly db: PostgresDatabase;
-  private readonly link: PostgresClusterLink;
-  private readonly writes: MessageWrites;
-
-  constructor(private readonly queues: QueueContext) {
-    this.db = queues.db;
-    this.link = queues.link;
-    this.writes = queues.writes;
-  }
-
+export class QueueLeases extends QueuePart {
   /**
    * Leases in one statement (statements.queueLeaseStatement, or queueLeaseFifoStatement for a FIFO
    * queue); only when candidates used their last delivery, or with autoAck, does it take the

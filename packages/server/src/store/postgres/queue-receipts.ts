@@ -9,10 +9,9 @@ import type { ReceiptResult } from "../../model/message.js";
 import type { DeadLetterRoute, QueueKind } from "../../model/queue.js";
 import { decodeReceipt } from "../../model/receipts.js";
 import type { MessageRow } from "../rows.js";
-import type { PostgresClusterLink } from "./cluster-link.js";
-import type { Client, PostgresDatabase } from "./database.js";
-import type { LockedQueue, MessageWrites } from "./message-writes.js";
-import type { QueueContext } from "./queue-context.js";
+import type { Client } from "./database.js";
+import type { LockedQueue } from "./message-writes.js";
+import { QueuePart } from "./queue-context.js";
 import { StatementLines } from "./statement-lines.js";
 import * as sql from "./statements/index.js";
 
@@ -37,17 +36,7 @@ function receiptResults(
   });
 }
 
-export class QueueReceipts {
-  private readonly db: PostgresDatabase;
-  private readonly link: PostgresClusterLink;
-  private readonly writes: MessageWrites;
-
-  constructor(private readonly queues: QueueContext) {
-    this.db = queues.db;
-    this.link = queues.link;
-    this.writes = queues.writes;
-  }
-
+export class QueueReceipts extends QueuePart {
   /** One-statement acks of a standard queue go one statement at a time per queue (statement-lines.ts). */
   private readonly ackLines = new StatementLines<string[], ReceiptResult[] | undefined>(
     (queue, receipts) => this.queueAckBatch(queue, receipts),

@@ -10,10 +10,9 @@ import { depthOf } from "../../model/queue.js";
 import { notHeldBack, planMoves, redriveTargetOf } from "../redrive-order.js";
 import { type MessageRow, toStoredMessage } from "../rows.js";
 import type { Store } from "../store.js";
-import type { PostgresClusterLink } from "./cluster-link.js";
-import type { Client, PostgresDatabase } from "./database.js";
-import { groupKeyOf, type LockedQueue, type MessageWrites } from "./message-writes.js";
-import { compareNames, type QueueContext } from "./queue-context.js";
+import type { Client } from "./database.js";
+import { groupKeyOf, type LockedQueue } from "./message-writes.js";
+import { compareNames, QueuePart } from "./queue-context.js";
 import * as sql from "./statements/index.js";
 
 type MoveParams = Parameters<Store["queueMove"]>[0];
@@ -32,17 +31,7 @@ interface PlannedMove {
   target: MoveTarget;
 }
 
-export class QueueRedrive {
-  private readonly db: PostgresDatabase;
-  private readonly link: PostgresClusterLink;
-  private readonly writes: MessageWrites;
-
-  constructor(private readonly queues: QueueContext) {
-    this.db = queues.db;
-    this.link = queues.link;
-    this.writes = queues.writes;
-  }
-
+export class QueueRedrive extends QueuePart {
   /**
    * A redrive step in one transaction (Store.queueMove). The source's candidates and their targets are
    * read first, so that the target queues (in name order), then every FIFO group involved (in one

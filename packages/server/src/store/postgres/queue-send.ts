@@ -11,10 +11,8 @@ import { handoffRanks } from "../../model/policies.js";
 import type { QueueKind } from "../../model/queue.js";
 import { encodeReceipt } from "../../model/receipts.js";
 import type { QueueSend, SendOutcome } from "../store.js";
-import type { PostgresClusterLink } from "./cluster-link.js";
-import type { PostgresDatabase } from "./database.js";
-import { type MessageWrites, messageColumns } from "./message-writes.js";
-import { compareNames, type QueueContext } from "./queue-context.js";
+import { messageColumns } from "./message-writes.js";
+import { compareNames, QueuePart } from "./queue-context.js";
 import { StatementLines } from "./statement-lines.js";
 import * as sql from "./statements/index.js";
 
@@ -25,17 +23,7 @@ interface LineSend {
   now: number;
 }
 
-export class QueueSends {
-  private readonly db: PostgresDatabase;
-  private readonly link: PostgresClusterLink;
-  private readonly writes: MessageWrites;
-
-  constructor(private readonly queues: QueueContext) {
-    this.db = queues.db;
-    this.link = queues.link;
-    this.writes = queues.writes;
-  }
-
+export class QueueSends extends QueuePart {
   /**
    * One-statement sends go one statement at a time per queue; those that arrive meanwhile share the
    * next (statement-lines.ts). A batch that finds a FIFO queue answers undefined for each call, which

@@ -7,25 +7,13 @@
 import { limits } from "../../limits.js";
 import type { MessageRow } from "../rows.js";
 import type { Store } from "../store.js";
-import type { PostgresClusterLink } from "./cluster-link.js";
-import type { PostgresDatabase } from "./database.js";
-import type { LockedQueue, MessageWrites } from "./message-writes.js";
-import type { QueueContext } from "./queue-context.js";
+import type { LockedQueue } from "./message-writes.js";
+import { QueuePart } from "./queue-context.js";
 import * as sql from "./statements/index.js";
 
 type DeadLetterExhaustedParams = Parameters<Store["queueDeadLetterExhausted"]>[0];
 
-export class QueueSweeps {
-  private readonly db: PostgresDatabase;
-  private readonly link: PostgresClusterLink;
-  private readonly writes: MessageWrites;
-
-  constructor(private readonly queues: QueueContext) {
-    this.db = queues.db;
-    this.link = queues.link;
-    this.writes = queues.writes;
-  }
-
+export class QueueSweeps extends QueuePart {
   /**
    * Deletes what is past retention; in a FIFO queue only in the groups it could lock (at most
    * postgresGroupLocksMax), handing each group whose head went to its next message. Then forgets
