@@ -13,8 +13,8 @@ import type { AddressInfo } from "node:net";
 import { dirname, extname, join, normalize, sep } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { SignJWT } from "jose";
 import { type Browser, chromium, type Page } from "playwright-core";
+import { httpJson, deviceToken as tokenFor } from "../testing/inbox-e2e.js";
 import { createTempDir, type ServerProcess, startServerProcess } from "../testing/server-process.js";
 
 const chromiumPath = "/usr/bin/chromium";
@@ -96,24 +96,9 @@ function startPageServer(): Promise<Server> {
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
 }
 
-function deviceToken(sub: string): Promise<string> {
-  return new SignJWT({ hopper: { inboxes: ["chat"] } })
-    .setProtectedHeader({ alg: "HS256" })
-    .setSubject(sub)
-    .setExpirationTime("1h")
-    .sign(new TextEncoder().encode(secret));
-}
+const deviceToken = (sub: string) => tokenFor(secret, sub);
 
-async function http(server: ServerProcess, method: string, path: string, body?: unknown): Promise<unknown> {
-  const response = await fetch(`${server.url}${path}`, {
-    method,
-    headers: { "content-type": "application/json" },
-    ...(body !== undefined && { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  assert.ok(response.ok, `${method} ${path}: ${response.status} ${text}`);
-  return text ? JSON.parse(text) : undefined;
-}
+const http = httpJson;
 
 function append(server: ServerProcess, id: string): Promise<unknown> {
   return http(server, "POST", "/v1/inboxes/chat/append", {

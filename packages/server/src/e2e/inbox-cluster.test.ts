@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { HopperClient, type InboxEntry } from "@hopper/client";
-import { SignJWT } from "jose";
+import { deviceToken as tokenFor } from "../testing/inbox-e2e.js";
 import { dropSchemas, holdRestartLock, pgSkipReason, pgTestUrl, testSchemaName } from "../testing/pg.js";
 import { type ServerProcess, startServerProcess } from "../testing/server-process.js";
 
@@ -15,13 +15,7 @@ const appendsCount = 50;
 /** How long the test waits for an event that must come: bounded, so a lost wake-up fails it. */
 const arrivalTimeoutMs = 20_000;
 
-function deviceToken(sub: string): Promise<string> {
-  return new SignJWT({ hopper: { inboxes: ["chat"] } })
-    .setProtectedHeader({ alg: "HS256" })
-    .setSubject(sub)
-    .setExpirationTime("1h")
-    .sign(new TextEncoder().encode(secret));
-}
+const deviceToken = (sub: string) => tokenFor(secret, sub);
 
 async function post(server: ServerProcess, path: string, body: unknown, method = "POST"): Promise<void> {
   const response = await fetch(`${server.url}${path}`, {

@@ -8,8 +8,8 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
 import { HopperClient, type InboxEntry, type InboxSubscription } from "@hopper/client";
-import { SignJWT } from "jose";
 import { e2eStores } from "../testing/e2e-stores.js";
+import { httpJson, deviceToken as tokenFor } from "../testing/inbox-e2e.js";
 import { type ServerProcess, startServerProcess } from "../testing/server-process.js";
 import { TestSocket } from "../testing/ws-test-client.js";
 
@@ -29,24 +29,9 @@ const backlogPaddingBytes = Number(process.env.HOPPER_TEST_BACKLOG_BYTES ?? 8192
  */
 const backlogMaxDepth = 1_000_000;
 
-function deviceToken(sub: string): Promise<string> {
-  return new SignJWT({ hopper: { inboxes: ["chat"] } })
-    .setProtectedHeader({ alg: "HS256" })
-    .setSubject(sub)
-    .setExpirationTime("1h")
-    .sign(new TextEncoder().encode(secret));
-}
+const deviceToken = (sub: string) => tokenFor(secret, sub);
 
-async function http(server: ServerProcess, method: string, path: string, body?: unknown): Promise<unknown> {
-  const response = await fetch(`${server.url}${path}`, {
-    method,
-    headers: { "content-type": "application/json" },
-    ...(body !== undefined && { body: JSON.stringify(body) }),
-  });
-  const text = await response.text();
-  assert.ok(response.ok, `${method} ${path}: ${response.status} ${text}`);
-  return text ? JSON.parse(text) : undefined;
-}
+const http = httpJson;
 
 /** Appends `count` messages to `recipients` in namespace `ns`, `parallel` calls at a time. */
 async function appendMany(
