@@ -7,7 +7,14 @@ import { HopperError, queueKindMismatch, queueNotFound } from "../errors.js";
 import { limits } from "../limits.js";
 import type { MessageState, StoredMessage } from "../model/message.js";
 import { type SendPolicy, sendPolicyOf } from "../model/policies.js";
-import type { DeadLetterRoute, QueueAttributes, QueueDepth, QueueKind, QueueRecord } from "../model/queue.js";
+import type {
+  DeadLetterRoute,
+  QueueAttributes,
+  QueueCounters,
+  QueueDepth,
+  QueueKind,
+  QueueRecord,
+} from "../model/queue.js";
 import {
   initialAttributes,
   type QueueAttributesInput,
@@ -16,7 +23,8 @@ import {
 import type { QueueListPage } from "../store/store.js";
 import { checkName, checkRoutingKey, type QueueContext } from "./queue-context.js";
 
-export interface QueueStats {
+/** A queue's stats: its depth by state, its oldest message's age, its consumers, and its counters. */
+export interface QueueStats extends QueueCounters {
   available: number;
   delayed: number;
   inFlight: number;
@@ -24,16 +32,6 @@ export interface QueueStats {
   corrupt: number;
   oldestMessageAgeMs: number;
   consumers: number;
-  published: number;
-  delivered: number;
-  redelivered: number;
-  acked: number;
-  nacked: number;
-  expired: number;
-  deadLettered: number;
-  purged: number;
-  dropped: number;
-  redriven: number;
 }
 
 export interface QueueInfo {

@@ -4,6 +4,7 @@
  * PostgreSQL, so the queue row is generic in it.
  */
 
+import type { InboxCounters } from "../model/inbox.js";
 import type { StoredMessage } from "../model/message.js";
 import {
   depthOf,
@@ -157,4 +158,27 @@ export function withDepth<Row>(
   } = row;
   const queue = toRecord(queueRow as Row);
   return { queue, depth: depthByState(queue.counters, { delayed, inFlight, corrupt }, oldest) };
+}
+
+/** A namespace's inbox counters as columns (summed over the shards on PostgreSQL). */
+export interface InboxCounterColumns {
+  appended: number;
+  duplicates: number;
+  skipped: number;
+  acked: number;
+  expired: number;
+  overflowed: number;
+  devices_forgotten: number;
+}
+
+export function toInboxCounters(row: InboxCounterColumns): InboxCounters {
+  return {
+    appended: row.appended,
+    duplicates: row.duplicates,
+    skipped: row.skipped,
+    acked: row.acked,
+    expired: row.expired,
+    overflowed: row.overflowed,
+    devicesForgotten: row.devices_forgotten,
+  };
 }

@@ -24,6 +24,7 @@
  * range [trimmed_through + 1, head], and every trim removes a prefix of it (acked up to the lowest
  * active cursor, past maxDepth, past maxAgeMs). Reads run as one statement, from one snapshot.
  */
+
 import { cursorBeyondHead, HopperError, inboxNotFound, invariant } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type {
@@ -34,6 +35,7 @@ import type {
   RecipientState,
 } from "../../model/inbox.js";
 import type { InboxStore } from "../inbox-store.js";
+import { toInboxCounters } from "../rows.js";
 import type { PostgresClusterLink } from "./cluster-link.js";
 import type { Client, PostgresDatabase } from "./database.js";
 import { InboxAppends } from "./inbox-append.js";
@@ -63,15 +65,7 @@ function toInboxRecord(row: InboxRow): InboxRecord {
     attributes: row.attributes,
     epoch: row.epoch,
     createdAt: row.created_at,
-    counters: {
-      appended: row.appended,
-      duplicates: row.duplicates,
-      skipped: row.skipped,
-      acked: row.acked,
-      expired: row.expired,
-      overflowed: row.overflowed,
-      devicesForgotten: row.devices_forgotten,
-    },
+    counters: toInboxCounters(row),
     // Every entry leaves by exactly one of acked, expired or overflowed (DESIGN.md §1).
     entries: row.appended - row.acked - row.expired - row.overflowed,
     recipients: row.recipients,

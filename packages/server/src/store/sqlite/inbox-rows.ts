@@ -14,6 +14,7 @@ import {
 } from "../../model/inbox.js";
 import { bodyBytes } from "../../model/message.js";
 import type { EntryInsert, InboxRows, RecipientRow } from "../embedded/inbox-rows.js";
+import { toInboxCounters } from "../rows.js";
 import * as sql from "./inbox-statements.js";
 import { bodyCrc } from "./integrity.js";
 import type { Statements } from "./queue-rows.js";
@@ -81,15 +82,7 @@ export class SqliteInboxRows implements InboxRows<SqliteInbox> {
       attributes: inbox.attributes,
       epoch: inbox.epoch,
       createdAt: row.created_at,
-      counters: {
-        appended: row.appended,
-        duplicates: row.duplicates,
-        skipped: row.skipped,
-        acked: row.acked,
-        expired: row.expired,
-        overflowed: row.overflowed,
-        devicesForgotten: row.devices_forgotten,
-      },
+      counters: toInboxCounters(row),
       ...sizes,
     };
   }
