@@ -7,9 +7,11 @@
  *    0                   1                   2                   3
  *   |          unix_ts_ms (48 bits)         |ver|  rand_a (12) |var| rand_b (62 bits) ... |
  */
-import { randomFillSync } from "node:crypto";
 
-export function uuid7(nowMs: number = Date.now()): string {
+import { randomFillSync } from "node:crypto";
+import { systemClock } from "./clock.js";
+
+export function uuid7(nowMs: number = systemClock.now()): string {
   const bytes = new Uint8Array(16);
   randomFillSync(bytes, 6);
   // 48-bit timestamp, big-endian; `/ 2 ** n` rather than shifts, which are 32-bit in JavaScript.
