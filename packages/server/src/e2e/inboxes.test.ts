@@ -34,8 +34,10 @@ for (const store of e2eStores)
     let opened: OpenedStore | undefined;
     let server: ServerProcess;
 
+    // A first append to 5,000 new recipients takes PostgreSQL seconds (2.5 s on an idle machine, more
+    // under CI's parallel tests): appends get longer than the usual request timeout.
     const append = (ns: string, recipients: string[], message: object) =>
-      call(server, "POST", inboxPath(ns, "/append"), { recipients, message });
+      call(server, "POST", inboxPath(ns, "/append"), { recipients, message }, { timeoutMs: 60_000 });
     const read = (ns: string, recipient: string, query = "") =>
       call(server, "GET", recipientPath(ns, recipient, `/entries${query}`));
     /** The namespace's stats and each named recipient's state: what a refused call must leave alone. */

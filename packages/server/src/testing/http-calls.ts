@@ -27,6 +27,8 @@ export interface RequestOptions {
   /** Sent as is, instead of the JSON text of `body`: text, or bytes that need not be UTF-8. */
   raw?: string | Uint8Array<ArrayBuffer>;
   headers?: Record<string, string>;
+  /** How long the answer may take (default requestTimeoutMs). */
+  timeoutMs?: number;
 }
 
 /** One HTTP call; the answer's body is parsed JSON, or undefined when there is none. */
@@ -46,7 +48,7 @@ export async function call(
     method,
     headers,
     ...(text !== undefined && { body: text }),
-    signal: AbortSignal.timeout(requestTimeoutMs),
+    signal: AbortSignal.timeout(options.timeoutMs ?? requestTimeoutMs),
   });
   const answer = await response.text();
   return {
