@@ -33,6 +33,26 @@ export interface EntryInsert {
   appendedAt: number;
 }
 
+/** What an append needs to know of one recipient, read for all of an append's recipients at once. */
+export interface AppendTarget {
+  row: RecipientRow | undefined;
+  /** The seq the append's message id was appended at for the recipient, while it is remembered. */
+  earlierSeq: number | undefined;
+  /** The latest lastSeenAt of the recipient's devices (undefined with none); read only when asked. */
+  lastSeenAt: number | undefined;
+}
+
+/**
+ * One append's entries: one body (stored by bodyInsert in the same call), one time, a seq for each
+ * recipient; with `remember`, the message id is remembered for each of them until `expiresAt`.
+ */
+export interface AppendedEntries {
+  body: number;
+  appendedAt: number;
+  entries: ReadonlyArray<{ recipient: string; seq: number }>;
+  remember: { messageId: string; expiresAt: number } | undefined;
+}
+
 export interface InboxRows<N extends InboxSlot> {
   inbox(name: string): N | undefined;
   inboxRecord(inbox: N): InboxRecord;
@@ -46,20 +66,34 @@ export interface InboxRows<N extends InboxSlot> {
   countersAdd(inbox: N, deltas: Partial<InboxCounters>): void;
 
   recipient(inbox: N, recipient: string): RecipientRow | undefined;
-  recipientPut(inbox: N, recipient: string, row: RecipientRow): void;
+  /**
+   * What an append needs of each of `recipients` (distinct), in their order: the recipient's row, the
+   * seq `messageId` is remembered at (expiresAt > now), and with `withDevices` its devices' latest
+   * lastSeenAt. Batch-shaped so that SQLite reads it in one statement.
+   */
+  appendTargets(
+    inbox: N,
+    recipients: readonly string[],
+    messageId: string,
+    now: number,
+    withDevices: boolean,
+  ): AppendTarget[];
+  /** Marks each recipient skipped after its head (skippedAfter = head), creating its row if need be. */
+  recipientsSkip(inbox: N, skipped: ReadonlyArray<{ recipient: string; head: number }>): void;
   /** The lowest retained seq of the recipient's log, or undefined when it holds none. */
   oldestSeq(inbox: N, recipient: string): number | undefined;
   depth(inbox: N, recipient: string): number;
 
-  /** The seq `messageId` was appended at for the recipient, while remembered (expiresAt > now). */
-  idLookup(inbox: N, recipient: string, messageId: string, now: number): number | undefined;
-  idRemember(inbox: N, recipient: string, messageId: string, seq: number, expiresAt: number): void;
   /** Forgets up to `max` ids whose window ended at or before `now`; answers how many. */
   idsForget(inbox: N, now: number, max: number): number;
 
   /** Stores one append's message once; answers the reference entries give. */
   bodyInsert(inbox: N, message: InboxMessage): number;
-  entriesInsert(inbox: N, entries: readonly EntryInsert[]): void;
+  /**
+   * Writes an append's entries (at least one): each recipient's head becomes its entry's seq (the row
+   * created if need be, skippedAfter kept), and the message id is remembered as `remember` says.
+   */
+  entriesAppend(inbox: N, append: AppendedEntries): void;
   entriesRead(inbox: N, recipient: string, after: number, limit: number): InboxEntry[];
   /** Deletes the recipient's entries at or below `seq` (and bodies no entry names any more). */
   entriesTrimThrough(inbox: N, recipient: string, seq: number): number;

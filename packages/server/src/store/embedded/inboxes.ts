@@ -22,7 +22,7 @@ import type {
   InboxRecord,
   RecipientState,
 } from "../../model/inbox.js";
-import type { EntryInsert, InboxRows, InboxSlot, RecipientRow } from "./inbox-rows.js";
+import type { AppendTarget, InboxRows, InboxSlot } from "./inbox-rows.js";
 
 export function inboxNotFound(name: string): HopperError {
   return new HopperError("inbox_not_found", `Inbox namespace "${name}" does not exist.`, { inbox: name });
@@ -64,7 +64,11 @@ export class EmbeddedInboxes<N extends InboxSlot> {
     return { removed: this.rows.inboxRemove(this.require(name)) };
   }
 
-  /** InboxStore.inboxAppend: the body is stored once, at the first recipient that gets an entry. */
+  /**
+   * InboxStore.inboxAppend. Every recipient's state is read in one batch (appendTargets) and every
+   * write is one batch, so that SQLite runs a handful of set-based statements per append, not several
+   * per recipient. The body is stored once, and only when some recipient gets an entry.
+   */
   append(params: { name: string; recipients: readonly string[]; message: InboxMessage; now: number }): {
     results: AppendResult[];
   } {
@@ -72,34 +76,45 @@ export class EmbeddedInboxes<N extends InboxSlot> {
     const { attributes } = inbox;
     const { message, now } = params;
     const mark = this.rows.capacityMark();
+    const distinct = [...new Set(params.recipients)];
+    const targets = this.rows.appendTargets(
+      inbox,
+      distinct,
+      message.id,
+      now,
+      attributes.stopFanoutAfterMs !== null,
+    );
     const answered = new Map<string, AppendResult>();
-    const entries: EntryInsert[] = [];
+    const entries: Array<{ recipient: string; seq: number }> = [];
+    const skipped: Array<{ recipient: string; head: number }> = [];
     const counted: Partial<InboxCounters> = { appended: 0, duplicates: 0, skipped: 0, overflowed: 0 };
-    let body: number | undefined;
-    const results = params.recipients.map((recipient): AppendResult => {
-      const earlier = answered.get(recipient);
-      if (earlier) {
-        // A recipient named twice in one call is appended once; the repeat answers as a duplicate.
-        if ("seq" in earlier) {
-          counted.duplicates = (counted.duplicates ?? 0) + 1;
-          return { recipient, seq: earlier.seq, duplicate: true };
-        }
-        return earlier;
+    distinct.forEach((recipient, index) => {
+      const target = targets[index] as AppendTarget;
+      const head = target.row?.head ?? 0;
+      let result: AppendResult;
+      if (target.earlierSeq !== undefined) {
+        result = { recipient, seq: target.earlierSeq, duplicate: true };
+        counted.duplicates = (counted.duplicates ?? 0) + 1;
+      } else if (this.idle(inbox, target, now)) {
+        result = { recipient, skipped: "idle" };
+        skipped.push({ recipient, head });
+        counted.skipped = (counted.skipped ?? 0) + 1;
+      } else {
+        result = { recipient, seq: head + 1, duplicate: false };
+        entries.push({ recipient, seq: head + 1 });
       }
-      const result = this.appendOne(inbox, recipient, message, now, () => {
-        body ??= this.rows.bodyInsert(inbox, message);
-        return body;
-      });
-      if ("skipped" in result) counted.skipped = (counted.skipped ?? 0) + 1;
-      else if (result.duplicate) counted.duplicates = (counted.duplicates ?? 0) + 1;
-      else entries.push({ recipient, seq: result.seq, body: body as number, appendedAt: now });
       answered.set(recipient, result);
-      return result;
     });
-    this.rows.entriesInsert(inbox, entries);
+    if (entries.length > 0) {
+      const remember =
+        attributes.dedupWindowMs > 0
+          ? { messageId: message.id, expiresAt: now + attributes.dedupWindowMs }
+          : undefined;
+      const body = this.rows.bodyInsert(inbox, message);
+      this.rows.entriesAppend(inbox, { body, appendedAt: now, entries, remember });
+    }
+    if (skipped.length > 0) this.rows.recipientsSkip(inbox, skipped);
     for (const entry of entries) {
-      if (attributes.dedupWindowMs > 0)
-        this.rows.idRemember(inbox, entry.recipient, message.id, entry.seq, now + attributes.dedupWindowMs);
       // The range is contiguous, so the entries beyond maxDepth are those at or below seq - maxDepth.
       if (entry.seq > attributes.maxDepth) {
         const trimmed = this.rows.entriesTrimThrough(inbox, entry.recipient, entry.seq - attributes.maxDepth);
@@ -108,42 +123,31 @@ export class EmbeddedInboxes<N extends InboxSlot> {
     }
     this.rows.capacityCheck(mark);
     counted.appended = entries.length;
+    const seen = new Set<string>();
+    const results = params.recipients.map((recipient): AppendResult => {
+      const result = answered.get(recipient) as AppendResult;
+      if (!seen.has(recipient)) {
+        seen.add(recipient);
+        return result;
+      }
+      // A recipient named twice in one call is appended once; the repeat answers as a duplicate.
+      if (!("seq" in result)) return result;
+      counted.duplicates = (counted.duplicates ?? 0) + 1;
+      return { recipient, seq: result.seq, duplicate: true };
+    });
     this.rows.countersAdd(inbox, counted);
     return { results };
   }
 
-  /** One recipient's part of an append: a duplicate, a skip, or the next sequence. */
-  private appendOne(
-    inbox: N,
-    recipient: string,
-    message: InboxMessage,
-    now: number,
-    storedBody: () => number,
-  ): AppendResult {
-    const earlier = this.rows.idLookup(inbox, recipient, message.id, now);
-    if (earlier !== undefined) return { recipient, seq: earlier, duplicate: true };
-    const row: RecipientRow = this.rows.recipient(inbox, recipient) ?? { head: 0, skippedAfter: null };
-    if (this.idle(inbox, recipient, now)) {
-      this.rows.recipientPut(inbox, recipient, { ...row, skippedAfter: row.head });
-      return { recipient, skipped: "idle" };
-    }
-    const seq = row.head + 1;
-    this.rows.recipientPut(inbox, recipient, { ...row, head: seq });
-    storedBody();
-    return { recipient, seq, duplicate: false };
-  }
-
   /**
    * Whether appends skip the recipient: stopFanoutAfterMs is set, and every device it has was last
-   * seen that long ago or longer. A recipient with no device yet is not idle: its first entries wait
-   * for its first device, bounded by maxDepth and maxAgeMs.
+   * seen that long ago or longer (so its latest lastSeenAt was). A recipient with no device yet is not
+   * idle: its first entries wait for its first device, bounded by maxDepth and maxAgeMs.
    */
-  private idle(inbox: N, recipient: string, now: number): boolean {
+  private idle(inbox: N, target: AppendTarget, now: number): boolean {
     const { stopFanoutAfterMs } = inbox.attributes;
-    if (stopFanoutAfterMs === null) return false;
-    const devices = this.rows.devices(inbox, recipient);
-    if (devices.length === 0) return false;
-    return devices.every((device) => device.lastSeenAt <= now - stopFanoutAfterMs);
+    if (stopFanoutAfterMs === null || target.lastSeenAt === undefined) return false;
+    return target.lastSeenAt <= now - stopFanoutAfterMs;
   }
 
   read(params: { name: string; recipient: string; after: number; limit: number }): {

@@ -12,7 +12,7 @@ import type {
   InboxMessage,
   InboxRecord,
 } from "../../model/inbox.js";
-import type { EntryInsert, InboxRows, RecipientRow } from "../embedded/inbox-rows.js";
+import type { AppendedEntries, AppendTarget, InboxRows, RecipientRow } from "../embedded/inbox-rows.js";
 import {
   type HeldEntry,
   type InboxState,
@@ -80,8 +80,30 @@ export class LogInboxRows implements InboxRows<InboxState> {
     return log && { head: log.head, skippedAfter: log.skippedAfter };
   }
 
-  recipientPut(inbox: InboxState, recipient: string, row: RecipientRow): void {
-    this.state.putRecipient(inbox, recipient, row);
+  appendTargets(
+    inbox: InboxState,
+    recipients: readonly string[],
+    messageId: string,
+    now: number,
+    withDevices: boolean,
+  ): AppendTarget[] {
+    return recipients.map((recipient) => {
+      const log = inbox.recipients.get(recipient);
+      const remembered = inbox.ids.get(idKey(recipient, messageId));
+      let lastSeenAt: number | undefined;
+      if (withDevices && log)
+        for (const device of log.devices.values()) lastSeenAt = Math.max(lastSeenAt ?? 0, device.lastSeenAt);
+      return {
+        row: log && { head: log.head, skippedAfter: log.skippedAfter },
+        earlierSeq: remembered && remembered.expiresAt > now ? remembered.seq : undefined,
+        lastSeenAt,
+      };
+    });
+  }
+
+  recipientsSkip(inbox: InboxState, skipped: ReadonlyArray<{ recipient: string; head: number }>): void {
+    for (const { recipient, head } of skipped)
+      this.state.putRecipient(inbox, recipient, { head, skippedAfter: head });
   }
 
   oldestSeq(inbox: InboxState, recipient: string): number | undefined {
@@ -90,15 +112,6 @@ export class LogInboxRows implements InboxRows<InboxState> {
 
   depth(inbox: InboxState, recipient: string): number {
     return inbox.recipients.get(recipient)?.entries.length ?? 0;
-  }
-
-  idLookup(inbox: InboxState, recipient: string, messageId: string, now: number): number | undefined {
-    const remembered = inbox.ids.get(idKey(recipient, messageId));
-    return remembered && remembered.expiresAt > now ? remembered.seq : undefined;
-  }
-
-  idRemember(inbox: InboxState, recipient: string, messageId: string, seq: number, expiresAt: number): void {
-    this.state.rememberId(inbox, recipient, messageId, seq, expiresAt);
   }
 
   idsForget(inbox: InboxState, now: number, max: number): number {
@@ -118,8 +131,8 @@ export class LogInboxRows implements InboxRows<InboxState> {
     return this.state.putBody(inbox, message);
   }
 
-  entriesInsert(inbox: InboxState, entries: readonly EntryInsert[]): void {
-    this.state.insertEntries(inbox, entries);
+  entriesAppend(inbox: InboxState, append: AppendedEntries): void {
+    this.state.appendEntries(inbox, append);
   }
 
   entriesRead(inbox: InboxState, recipient: string, after: number, limit: number): InboxEntry[] {

@@ -23,9 +23,10 @@ import {
   type InboxMessage,
   zeroInboxCounters,
 } from "../../model/inbox.js";
-import type { EntryInsert, RecipientRow } from "../embedded/inbox-rows.js";
+import type { AppendedEntries, EntryInsert, RecipientRow } from "../embedded/inbox-rows.js";
 import type { SnapshotRecord } from "./append-log.js";
 import type { Commits } from "./commits.js";
+import { readPlacedBodies } from "./placed-reads.js";
 import { changeType, type InboxBodyHead, RecordWriter } from "./records.js";
 
 /** Where a body's bytes lie in the log: the segment and the offset of its first byte. */
@@ -84,6 +85,15 @@ export type InboxChange =
   | { op: "id"; name: string; recipient: string; messageId: string; seq: number; expiresAt: number }
   | { op: "idForget"; name: string; recipient: string; messageId: string }
   | { op: "entries"; name: string; entries: EntryInsert[] }
+  | {
+      op: "append";
+      name: string;
+      body: number;
+      appendedAt: number;
+      recipients: string[];
+      seqs: number[];
+      remember?: { messageId: string; expiresAt: number };
+    }
   | { op: "trim"; name: string; recipient: string; seq: number }
   | { op: "device"; name: string; recipient: string; device: DeviceCursor }
   | { op: "deviceForget"; name: string; recipient: string; device: string };
@@ -145,6 +155,12 @@ export class LogInboxState {
       case "entries":
         this.insertEntries(inbox, change.entries);
         return;
+      case "append": {
+        const { body, appendedAt, recipients, seqs, remember } = change;
+        const entries = recipients.map((recipient, index) => ({ recipient, seq: seqs[index] as number }));
+        this.appendEntries(inbox, { body, appendedAt, entries, remember });
+        return;
+      }
       case "trim":
         this.trimThrough(inbox, change.recipient, change.seq);
         return;
@@ -210,47 +226,9 @@ export class LogInboxState {
     return body.bytes ?? this.read(body, body.place);
   }
 
-  /**
-   * The bytes of several bodies, in their order: bodies that lie close together in one segment (an
-   * inbox's appends, one after another) are read with one read of the span they share, so a replay
-   * of a hundred entries costs a few reads, not a hundred.
-   */
+  /** The bytes of several bodies, in their order (readPlacedBodies: close ones in one read). */
   bodiesBytes(bodies: readonly StoredBody[]): Array<Buffer | string> {
-    const bytes: Array<Buffer | string | undefined> = bodies.map((body) => body.bytes);
-    const placed = bodies
-      .map((body, index) => ({ body, index, place: body.place }))
-      .filter(
-        (item): item is { body: StoredBody; index: number; place: BodyPlace } =>
-          item.body.bytes === undefined && item.place !== undefined,
-      )
-      .sort((a, b) => a.place.seq - b.place.seq || a.place.offset - b.place.offset);
-    for (let first = 0; first < placed.length; ) {
-      const start = placed[first] as (typeof placed)[number];
-      let last = first;
-      let end = start.place.offset + start.body.byteLength;
-      while (last + 1 < placed.length) {
-        const next = placed[last + 1] as (typeof placed)[number];
-        const nextEnd = next.place.offset + next.body.byteLength;
-        if (
-          next.place.seq !== start.place.seq ||
-          nextEnd - start.place.offset > limits.logInboxSpanReadBytesMax
-        )
-          break;
-        end = Math.max(end, nextEnd);
-        last += 1;
-      }
-      const span = this.readPlaced(start.place.seq, start.place.offset, end - start.place.offset);
-      for (let at = first; at <= last; at++) {
-        const { body, index, place } = placed[at] as (typeof placed)[number];
-        const slice = span.subarray(
-          place.offset - start.place.offset,
-          place.offset - start.place.offset + body.byteLength,
-        );
-        bytes[index] = body.text ? slice.toString("utf8") : Buffer.from(slice);
-      }
-      first = last + 1;
-    }
-    return bytes as Array<Buffer | string>;
+    return readPlacedBodies(bodies, this.readPlaced);
   }
 
   private read(body: StoredBody, place: BodyPlace | undefined): Buffer | string {
@@ -342,36 +320,36 @@ export class LogInboxState {
   putRecipient(inbox: InboxState, recipient: string, row: RecipientRow): void {
     const existing = inbox.recipients.get(recipient);
     const before = existing && { head: existing.head, skippedAfter: existing.skippedAfter };
-    const log = existing ?? { head: 0, skippedAfter: null, entries: [], devices: new Map() };
+    const undo: Array<() => void> = [];
+    const log = existing ?? this.addRecipient(inbox, recipient, undo);
     log.head = row.head;
     log.skippedAfter = row.skippedAfter;
-    if (!existing) {
-      inbox.recipients.set(recipient, log);
-      this.hold(limits.logInboxItemOverheadBytes + recipient.length);
-    }
     this.record(
       { op: "recipient", name: inbox.name, recipient, head: row.head, skippedAfter: row.skippedAfter },
       () => {
         if (before) Object.assign(log, before);
-        else {
-          inbox.recipients.delete(recipient);
-          this.hold(-(limits.logInboxItemOverheadBytes + recipient.length));
-        }
+        undo[0]?.();
       },
     );
   }
 
-  rememberId(inbox: InboxState, recipient: string, messageId: string, seq: number, expiresAt: number): void {
-    const key = idKey(recipient, messageId);
-    const before = inbox.ids.get(key);
-    inbox.ids.set(key, { seq, expiresAt });
-    const bytes = before ? 0 : limits.logInboxItemOverheadBytes + key.length;
+  /** A new recipient's empty log, held; its inverse pushed to `undo` (the caller records the change). */
+  private addRecipient(inbox: InboxState, recipient: string, undo: Array<() => void>): RecipientLog {
+    const log: RecipientLog = { head: 0, skippedAfter: null, entries: [], devices: new Map() };
+    inbox.recipients.set(recipient, log);
+    const bytes = limits.logInboxItemOverheadBytes + recipient.length;
     this.hold(bytes);
-    this.record({ op: "id", name: inbox.name, recipient, messageId, seq, expiresAt }, () => {
+    undo.push(() => {
+      if (inbox.recipients.get(recipient) === log) inbox.recipients.delete(recipient);
       this.hold(-bytes);
-      if (before) inbox.ids.set(key, before);
-      else inbox.ids.delete(key);
     });
+    return log;
+  }
+
+  rememberId(inbox: InboxState, recipient: string, messageId: string, seq: number, expiresAt: number): void {
+    const undo: Array<() => void> = [];
+    this.rememberQuietly(inbox, recipient, messageId, seq, expiresAt, undo);
+    this.record({ op: "id", name: inbox.name, recipient, messageId, seq, expiresAt }, () => undo[0]?.());
   }
 
   forgetId(inbox: InboxState, recipient: string, messageId: string): void {
@@ -446,6 +424,71 @@ export class LogInboxState {
         const body = inbox.bodies.get(entry.body);
         if (body) body.refs -= 1;
       }
+    });
+  }
+
+  /**
+   * One append's entries as one change (an append to 50 recipients writes one record, not 101): each
+   * recipient's head moves to its seq (its log created if need be), its entry goes on, and with
+   * `remember` the message id is kept for it. Undone as a whole.
+   */
+  appendEntries(inbox: InboxState, append: AppendedEntries): void {
+    const { body: bodyId, appendedAt, entries, remember } = append;
+    const body = inbox.bodies.get(bodyId);
+    invariant(body, "an append's entries name its body");
+    const undo: Array<() => void> = [];
+    for (const { recipient, seq } of entries) {
+      const log = inbox.recipients.get(recipient) ?? this.addRecipient(inbox, recipient, undo);
+      const head = log.head;
+      log.head = seq;
+      log.entries.push({ seq, bodyId, appendedAt });
+      undo.push(() => {
+        log.entries.pop();
+        log.head = head;
+      });
+      if (remember) this.rememberQuietly(inbox, recipient, remember.messageId, seq, remember.expiresAt, undo);
+    }
+    body.refs += entries.length;
+    const bytes = entries.length * limits.logInboxItemOverheadBytes;
+    this.hold(bytes);
+    const recipients = entries.map((entry) => entry.recipient);
+    const seqs = entries.map((entry) => entry.seq);
+    this.record(
+      {
+        op: "append",
+        name: inbox.name,
+        body: bodyId,
+        appendedAt,
+        recipients,
+        seqs,
+        ...(remember && { remember }),
+      },
+      () => {
+        this.hold(-bytes);
+        body.refs -= entries.length;
+        for (const step of undo.reverse()) step();
+      },
+    );
+  }
+
+  /** rememberId's state change alone, its inverse pushed to `undo`: the caller records the change. */
+  private rememberQuietly(
+    inbox: InboxState,
+    recipient: string,
+    messageId: string,
+    seq: number,
+    expiresAt: number,
+    undo: Array<() => void>,
+  ): void {
+    const key = idKey(recipient, messageId);
+    const before = inbox.ids.get(key);
+    inbox.ids.set(key, { seq, expiresAt });
+    const bytes = before ? 0 : limits.logInboxItemOverheadBytes + key.length;
+    this.hold(bytes);
+    undo.push(() => {
+      this.hold(-bytes);
+      if (before) inbox.ids.set(key, before);
+      else inbox.ids.delete(key);
     });
   }
 

@@ -13,7 +13,7 @@ import {
   zeroInboxCounters,
 } from "../../model/inbox.js";
 import { bodyBytes } from "../../model/message.js";
-import type { EntryInsert, InboxRows, RecipientRow } from "../embedded/inbox-rows.js";
+import type { AppendedEntries, AppendTarget, InboxRows, RecipientRow } from "../embedded/inbox-rows.js";
 import { toInboxCounters } from "../rows.js";
 import * as sql from "./inbox-statements.js";
 import { bodyCrc } from "./integrity.js";
@@ -126,10 +126,35 @@ export class SqliteInboxRows implements InboxRows<SqliteInbox> {
     return row && { head: row.head, skippedAfter: row.skipped_after };
   }
 
-  recipientPut(inbox: SqliteInbox, recipient: string, row: RecipientRow): void {
-    this.stmt
-      .get(sql.recipientUpsert)
-      .run({ inboxId: inbox.inboxId, recipient, head: row.head, skippedAfter: row.skippedAfter });
+  appendTargets(
+    inbox: SqliteInbox,
+    recipients: readonly string[],
+    messageId: string,
+    now: number,
+    withDevices: boolean,
+  ): AppendTarget[] {
+    const rows = this.stmt.get(sql.appendTargets).all({
+      inboxId: inbox.inboxId,
+      recipients: JSON.stringify(recipients),
+      messageId,
+      now,
+      withDevices: withDevices ? 1 : 0,
+    }) as Array<{
+      head: number | null;
+      skipped_after: number | null;
+      earlier_seq: number | null;
+      last_seen_at: number | null;
+    }>;
+    return rows.map((row) => ({
+      row: row.head === null ? undefined : { head: row.head, skippedAfter: row.skipped_after },
+      earlierSeq: row.earlier_seq ?? undefined,
+      lastSeenAt: row.last_seen_at ?? undefined,
+    }));
+  }
+
+  recipientsSkip(inbox: SqliteInbox, skipped: ReadonlyArray<{ recipient: string; head: number }>): void {
+    const rows = JSON.stringify(skipped.map(({ recipient, head }) => [recipient, head]));
+    this.stmt.get(sql.recipientsSkip).run({ inboxId: inbox.inboxId, rows });
   }
 
   oldestSeq(inbox: SqliteInbox, recipient: string): number | undefined {
@@ -141,17 +166,6 @@ export class SqliteInboxRows implements InboxRows<SqliteInbox> {
 
   depth(inbox: SqliteInbox, recipient: string): number {
     return (this.stmt.get(sql.entryCount).get({ inboxId: inbox.inboxId, recipient }) as { n: number }).n;
-  }
-
-  idLookup(inbox: SqliteInbox, recipient: string, messageId: string, now: number): number | undefined {
-    const row = this.stmt.get(sql.idSelect).get({ inboxId: inbox.inboxId, recipient, messageId, now }) as
-      | { seq: number }
-      | undefined;
-    return row?.seq;
-  }
-
-  idRemember(inbox: SqliteInbox, recipient: string, messageId: string, seq: number, expiresAt: number): void {
-    this.stmt.get(sql.idUpsert).run({ inboxId: inbox.inboxId, recipient, messageId, seq, expiresAt });
   }
 
   idsForget(inbox: SqliteInbox, now: number, max: number): number {
@@ -170,17 +184,13 @@ export class SqliteInboxRows implements InboxRows<SqliteInbox> {
     }).lastInsertRowid as number;
   }
 
-  entriesInsert(inbox: SqliteInbox, entries: readonly EntryInsert[]): void {
-    const insert = this.stmt.get(sql.entryInsert);
-    for (const entry of entries) {
-      insert.run({
-        inboxId: inbox.inboxId,
-        recipient: entry.recipient,
-        seq: entry.seq,
-        bodyId: entry.body,
-        appendedAt: entry.appendedAt,
-      });
-    }
+  entriesAppend(inbox: SqliteInbox, append: AppendedEntries): void {
+    const { inboxId } = inbox;
+    const entries = JSON.stringify(append.entries.map(({ recipient, seq }) => [recipient, seq]));
+    const { body: bodyId, appendedAt, remember } = append;
+    this.stmt.get(sql.entriesInsert).run({ inboxId, entries, bodyId, appendedAt });
+    this.stmt.get(sql.recipientsAdvance).run({ inboxId, entries });
+    if (remember) this.stmt.get(sql.idsRemember).run({ inboxId, entries, ...remember });
   }
 
   /** A body whose checksum fails is never served: the read is refused, naming the entry. */

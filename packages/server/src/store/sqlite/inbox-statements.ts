@@ -38,11 +38,49 @@ export const inboxAddCounters = `
 export const recipientSelect = `
   SELECT head, skipped_after FROM inbox_recipients WHERE inbox_id = :inboxId AND recipient = :recipient`;
 
-/** Params: inboxId, recipient, head, skippedAfter. */
-export const recipientUpsert = `
+/**
+ * Params: inboxId, recipients (a JSON array of distinct names), messageId, now, withDevices (0 or 1).
+ * Returns: per recipient, in the array's order, { head, skipped_after } (null without a row), the
+ * earlier_seq its message id is remembered at (or null), and with withDevices the latest last_seen_at of
+ * its devices (null with none). One statement for all of an append's recipients.
+ */
+export const appendTargets = `
+  SELECT r.head, r.skipped_after,
+    (SELECT i.seq FROM inbox_ids i
+     WHERE i.inbox_id = :inboxId AND i.recipient = j.value AND i.message_id = :messageId
+       AND i.expires_at > :now) AS earlier_seq,
+    CASE WHEN :withDevices THEN
+      (SELECT max(d.last_seen_at) FROM inbox_devices d WHERE d.inbox_id = :inboxId AND d.recipient = j.value)
+    END AS last_seen_at
+  FROM json_each(:recipients) j
+  LEFT JOIN inbox_recipients r ON r.inbox_id = :inboxId AND r.recipient = j.value
+  ORDER BY j.key`;
+
+/**
+ * Params: inboxId, rows (a JSON array of [recipient, head]). Sets each recipient's skipped_after to its
+ * head, creating its row. (WHERE true: SQLite's parser needs it before ON CONFLICT in INSERT … SELECT.)
+ */
+export const recipientsSkip = `
   INSERT INTO inbox_recipients (inbox_id, recipient, head, skipped_after)
-  VALUES (:inboxId, :recipient, :head, :skippedAfter)
-  ON CONFLICT (inbox_id, recipient) DO UPDATE SET head = excluded.head, skipped_after = excluded.skipped_after`;
+  SELECT :inboxId, j.value ->> 0, j.value ->> 1, j.value ->> 1 FROM json_each(:rows) j WHERE true
+  ON CONFLICT (inbox_id, recipient) DO UPDATE SET skipped_after = excluded.skipped_after`;
+
+/** Params: inboxId, entries (a JSON array of [recipient, seq]), bodyId, appendedAt. One append's entries. */
+export const entriesInsert = `
+  INSERT INTO inbox_entries (inbox_id, recipient, seq, body_id, appended_at)
+  SELECT :inboxId, j.value ->> 0, j.value ->> 1, :bodyId, :appendedAt FROM json_each(:entries) j`;
+
+/** Params: inboxId, entries (as entriesInsert). Moves each recipient's head to its entry's seq. */
+export const recipientsAdvance = `
+  INSERT INTO inbox_recipients (inbox_id, recipient, head, skipped_after)
+  SELECT :inboxId, j.value ->> 0, j.value ->> 1, NULL FROM json_each(:entries) j WHERE true
+  ON CONFLICT (inbox_id, recipient) DO UPDATE SET head = excluded.head`;
+
+/** Params: inboxId, entries (as entriesInsert), messageId, expiresAt. Remembers the id per recipient. */
+export const idsRemember = `
+  INSERT INTO inbox_ids (inbox_id, recipient, message_id, seq, expires_at)
+  SELECT :inboxId, j.value ->> 0, :messageId, j.value ->> 1, :expiresAt FROM json_each(:entries) j WHERE true
+  ON CONFLICT (inbox_id, recipient, message_id) DO UPDATE SET seq = excluded.seq, expires_at = excluded.expires_at`;
 
 /** Params: inboxId, recipient. Returns: { oldest } the lowest retained seq, or null. */
 export const entryOldestSeq = `
@@ -51,17 +89,6 @@ export const entryOldestSeq = `
 /** Params: inboxId, recipient. Returns: { n } the entries held. */
 export const entryCount =
   "SELECT count(*) AS n FROM inbox_entries WHERE inbox_id = :inboxId AND recipient = :recipient";
-
-/** Params: inboxId, recipient, messageId, now. Returns: { seq } while the id is remembered. */
-export const idSelect = `
-  SELECT seq FROM inbox_ids
-  WHERE inbox_id = :inboxId AND recipient = :recipient AND message_id = :messageId AND expires_at > :now`;
-
-/** Params: inboxId, recipient, messageId, seq, expiresAt. */
-export const idUpsert = `
-  INSERT INTO inbox_ids (inbox_id, recipient, message_id, seq, expires_at)
-  VALUES (:inboxId, :recipient, :messageId, :seq, :expiresAt)
-  ON CONFLICT (inbox_id, recipient, message_id) DO UPDATE SET seq = excluded.seq, expires_at = excluded.expires_at`;
 
 /** Params: inboxId, now, limit. Forgets up to limit ids whose window ended. */
 export const idDeleteExpired = `
@@ -73,11 +100,6 @@ export const idDeleteExpired = `
 export const bodyInsert = `
   INSERT INTO inbox_bodies (inbox_id, message_id, body, body_crc, content_type, headers)
   VALUES (:inboxId, :messageId, :body, :bodyCrc, :contentType, :headers)`;
-
-/** Params: inboxId, recipient, seq, bodyId, appendedAt. */
-export const entryInsert = `
-  INSERT INTO inbox_entries (inbox_id, recipient, seq, body_id, appended_at)
-  VALUES (:inboxId, :recipient, :seq, :bodyId, :appendedAt)`;
 
 /** Params: inboxId, recipient, after, limit. Returns: the entries after the cursor, in order, with
  * their bodies. */
