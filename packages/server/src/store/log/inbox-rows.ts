@@ -13,13 +13,7 @@ import type {
   InboxRecord,
 } from "../../model/inbox.js";
 import type { AppendedEntries, AppendTarget, InboxRows, RecipientRow } from "../embedded/inbox-rows.js";
-import {
-  type HeldEntry,
-  type InboxState,
-  idKey,
-  type LogInboxState,
-  type StoredBody,
-} from "./inbox-state.js";
+import type { HeldEntry, InboxState, LogInboxState, StoredBody } from "./inbox-state.js";
 import { compareText } from "./queue-state.js";
 
 export class LogInboxRows implements InboxRows<InboxState> {
@@ -89,7 +83,7 @@ export class LogInboxRows implements InboxRows<InboxState> {
   ): AppendTarget[] {
     return recipients.map((recipient) => {
       const log = inbox.recipients.get(recipient);
-      const remembered = inbox.ids.get(idKey(recipient, messageId));
+      const remembered = inbox.ids.get(recipient, messageId);
       let lastSeenAt: number | undefined;
       if (withDevices && log)
         for (const device of log.devices.values()) lastSeenAt = Math.max(lastSeenAt ?? 0, device.lastSeenAt);
@@ -115,15 +109,12 @@ export class LogInboxRows implements InboxRows<InboxState> {
   }
 
   idsForget(inbox: InboxState, now: number, max: number): number {
-    const expired: string[] = [];
-    for (const [key, { expiresAt }] of inbox.ids) {
+    const expired: Array<{ recipient: string; messageId: string }> = [];
+    for (const remembered of inbox.ids.entries()) {
       if (expired.length >= max) break;
-      if (expiresAt <= now) expired.push(key);
+      if (remembered.expiresAt <= now) expired.push(remembered);
     }
-    for (const key of expired) {
-      const [recipient, messageId] = key.split("\u0000") as [string, string];
-      this.state.forgetId(inbox, recipient, messageId);
-    }
+    for (const { recipient, messageId } of expired) this.state.forgetId(inbox, recipient, messageId);
     return expired.length;
   }
 

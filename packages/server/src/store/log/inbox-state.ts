@@ -28,6 +28,7 @@ import type { SnapshotRecord } from "./append-log.js";
 import type { Commits } from "./commits.js";
 import { readPlacedBodies } from "./placed-reads.js";
 import { changeType, type InboxBodyHead, RecordWriter } from "./records.js";
+import { RememberedIds, rememberedIdBytes } from "./remembered-ids.js";
 
 /** Where a body's bytes lie in the log: the segment and the offset of its first byte. */
 export interface BodyPlace {
@@ -71,8 +72,7 @@ export interface InboxState {
   readonly recipients: Map<string, RecipientLog>;
   readonly bodies: Map<number, StoredBody>;
   nextBodyId: number;
-  /** By idKey(recipient, messageId). */
-  readonly ids: Map<string, { seq: number; expiresAt: number }>;
+  readonly ids: RememberedIds;
 }
 
 /** One change of the inbox state, as the log records it. */
@@ -97,10 +97,6 @@ export type InboxChange =
   | { op: "trim"; name: string; recipient: string; seq: number }
   | { op: "device"; name: string; recipient: string; device: DeviceCursor }
   | { op: "deviceForget"; name: string; recipient: string; device: string };
-
-export function idKey(recipient: string, messageId: string): string {
-  return `${recipient}\u0000${messageId}`;
-}
 
 function bodyBytesOf(body: Buffer | string): number {
   return typeof body === "string" ? Buffer.byteLength(body) : body.length;
@@ -198,8 +194,7 @@ export class LogInboxState {
         for (const device of log.devices.values()) emit({ op: "device", name, recipient, device });
         cut();
       }
-      for (const [key, { seq, expiresAt }] of inbox.ids) {
-        const [recipient, messageId] = key.split("\u0000") as [string, string];
+      for (const { recipient, messageId, seq, expiresAt } of inbox.ids.entries()) {
         emit({ op: "id", name, recipient, messageId, seq, expiresAt });
         cut();
       }
@@ -274,7 +269,7 @@ export class LogInboxState {
       recipients: new Map(),
       bodies: new Map(),
       nextBodyId: 1,
-      ids: new Map(),
+      ids: new RememberedIds(),
     };
     this.inboxes.set(name, inbox);
     this.record({ op: "create", name, attributes, epoch, createdAt }, () => this.inboxes.delete(name));
@@ -353,14 +348,14 @@ export class LogInboxState {
   }
 
   forgetId(inbox: InboxState, recipient: string, messageId: string): void {
-    const key = idKey(recipient, messageId);
-    const before = inbox.ids.get(key);
+    const before = inbox.ids.get(recipient, messageId);
     if (!before) return;
-    inbox.ids.delete(key);
-    this.hold(-(limits.logInboxItemOverheadBytes + key.length));
+    inbox.ids.delete(recipient, messageId);
+    const bytes = limits.logInboxItemOverheadBytes + rememberedIdBytes(recipient, messageId);
+    this.hold(-bytes);
     this.record({ op: "idForget", name: inbox.name, recipient, messageId }, () => {
-      this.hold(limits.logInboxItemOverheadBytes + key.length);
-      inbox.ids.set(key, before);
+      this.hold(bytes);
+      inbox.ids.set(recipient, messageId, before);
     });
   }
 
@@ -480,15 +475,13 @@ export class LogInboxState {
     expiresAt: number,
     undo: Array<() => void>,
   ): void {
-    const key = idKey(recipient, messageId);
-    const before = inbox.ids.get(key);
-    inbox.ids.set(key, { seq, expiresAt });
-    const bytes = before ? 0 : limits.logInboxItemOverheadBytes + key.length;
+    const before = inbox.ids.set(recipient, messageId, { seq, expiresAt });
+    const bytes = before ? 0 : limits.logInboxItemOverheadBytes + rememberedIdBytes(recipient, messageId);
     this.hold(bytes);
     undo.push(() => {
       this.hold(-bytes);
-      if (before) inbox.ids.set(key, before);
-      else inbox.ids.delete(key);
+      if (before) inbox.ids.set(recipient, messageId, before);
+      else inbox.ids.delete(recipient, messageId);
     });
   }
 
@@ -593,6 +586,7 @@ function heldBytes(inbox: InboxState): number {
       log.entries.length * limits.logInboxItemOverheadBytes;
     for (const device of log.devices.keys()) bytes += limits.logInboxItemOverheadBytes + device.length;
   }
-  for (const key of inbox.ids.keys()) bytes += limits.logInboxItemOverheadBytes + key.length;
+  for (const { recipient, messageId } of inbox.ids.entries())
+    bytes += limits.logInboxItemOverheadBytes + rememberedIdBytes(recipient, messageId);
   return bytes;
 }
