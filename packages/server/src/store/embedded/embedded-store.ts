@@ -4,6 +4,8 @@
  * (`EmbeddedRunner`: SQLite's group commit, the log store's commits). One process owns an embedded
  * store, so its cluster link is trivial: no events, always the leader, no one to tell.
  */
+
+import { limits } from "../../limits.js";
 import type { BindingDestination, ExchangeRecord, ExchangeType } from "../../model/exchange.js";
 import type { InboxRecord, RecipientState } from "../../model/inbox.js";
 import type { LeasedMessage, MessageState, ReceiptResult, StoredMessage } from "../../model/message.js";
@@ -285,7 +287,9 @@ export abstract class EmbeddedStore<
   }
 
   inboxAppend(params: Parameters<InboxStore["inboxAppend"]>[0]): ReturnType<InboxStore["inboxAppend"]> {
-    return this.runner.write(() => this.inboxes.append(params), { weight: params.recipients.length });
+    // An entry weighs less than a queue message in a commit's bound (limits.ts says why).
+    const weight = Math.ceil(params.recipients.length / limits.inboxEntriesPerMessageWeight);
+    return this.runner.write(() => this.inboxes.append(params), { weight });
   }
 
   inboxRead(params: Parameters<InboxStore["inboxRead"]>[0]): ReturnType<InboxStore["inboxRead"]> {

@@ -91,14 +91,16 @@ export interface InboxRows<N extends InboxSlot> {
   bodyInsert(inbox: N, message: InboxMessage): number;
   /**
    * Writes an append's entries (at least one): each recipient's head becomes its entry's seq (the row
-   * created if need be, skippedAfter kept), and the message id is remembered as `remember` says.
+   * created if need be, skippedAfter kept), and the message id is remembered for each recipient as
+   * `remember` says — until its expiresAt, whether or not the entry is trimmed before then
+   * (appendTargets answers it as earlierSeq).
    */
   entriesAppend(inbox: N, append: AppendedEntries): void;
   entriesRead(inbox: N, recipient: string, after: number, limit: number): InboxEntry[];
   /** Deletes the recipient's entries at or below `seq` (and bodies no entry names any more). */
-  entriesTrimThrough(inbox: N, recipient: string, seq: number): number;
+  entriesTrimThrough(inbox: N, recipient: string, seq: number, now: number): number;
   /** Deletes up to `max` entries appended at or before `appendedBefore`, oldest first; answers how many. */
-  entriesExpire(inbox: N, appendedBefore: number, max: number): number;
+  entriesExpire(inbox: N, appendedBefore: number, max: number, now: number): number;
 
   devices(inbox: N, recipient: string): DeviceCursor[];
   devicePut(inbox: N, recipient: string, device: DeviceCursor): void;

@@ -117,7 +117,12 @@ export class EmbeddedInboxes<N extends InboxSlot> {
     for (const entry of entries) {
       // The range is contiguous, so the entries beyond maxDepth are those at or below seq - maxDepth.
       if (entry.seq > attributes.maxDepth) {
-        const trimmed = this.rows.entriesTrimThrough(inbox, entry.recipient, entry.seq - attributes.maxDepth);
+        const trimmed = this.rows.entriesTrimThrough(
+          inbox,
+          entry.recipient,
+          entry.seq - attributes.maxDepth,
+          now,
+        );
         counted.overflowed = (counted.overflowed ?? 0) + trimmed;
       }
     }
@@ -232,7 +237,7 @@ export class EmbeddedInboxes<N extends InboxSlot> {
       .filter((device: DeviceCursor) => device.lastSeenAt > now - inbox.attributes.forgetDeviceAfterMs);
     if (active.length === 0) return 0;
     const lowest = Math.min(...active.map((device) => device.cursor));
-    const trimmed = lowest > 0 ? this.rows.entriesTrimThrough(inbox, recipient, lowest) : 0;
+    const trimmed = lowest > 0 ? this.rows.entriesTrimThrough(inbox, recipient, lowest, now) : 0;
     if (trimmed > 0) this.rows.countersAdd(inbox, { acked: trimmed });
     return trimmed;
   }
@@ -245,7 +250,7 @@ export class EmbeddedInboxes<N extends InboxSlot> {
   } {
     const inbox = this.require(params.name);
     const { attributes } = inbox;
-    const expired = this.rows.entriesExpire(inbox, params.now - attributes.maxAgeMs, params.max);
+    const expired = this.rows.entriesExpire(inbox, params.now - attributes.maxAgeMs, params.max, params.now);
     const unseen = this.rows.devicesUnseen(inbox, params.now - attributes.forgetDeviceAfterMs, params.max);
     let acked = 0;
     for (const { recipient, device } of unseen) {

@@ -151,12 +151,13 @@ export class LogInboxRows implements InboxRows<InboxState> {
     });
   }
 
-  entriesTrimThrough(inbox: InboxState, recipient: string, seq: number): number {
+  /** The log store keeps a remembered id in memory from its append on (appendEntries): `now` is not needed. */
+  entriesTrimThrough(inbox: InboxState, recipient: string, seq: number, _now: number): number {
     return this.state.trimThrough(inbox, recipient, seq);
   }
 
   /** A scan of the namespace's recipients (docs/log-store.md "Costs"). */
-  entriesExpire(inbox: InboxState, appendedBefore: number, max: number): number {
+  entriesExpire(inbox: InboxState, appendedBefore: number, max: number, _now: number): number {
     let expired = 0;
     for (const [recipient, log] of inbox.recipients) {
       if (expired >= max) break;

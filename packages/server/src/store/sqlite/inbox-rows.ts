@@ -53,6 +53,13 @@ function toInbox(row: InboxRow): SqliteInbox {
   };
 }
 
+/** An entry a trim or an expiry deleted. */
+interface GoneEntry {
+  recipient: string;
+  seq: number;
+  body_id: number;
+}
+
 interface EntryRow {
   seq: number;
   message_id: string;
@@ -126,6 +133,11 @@ export class SqliteInboxRows implements InboxRows<SqliteInbox> {
     return row && { head: row.head, skippedAfter: row.skipped_after };
   }
 
+  /**
+   * The ids an append may have seen before come from two places (schema.ts, migration 6): the bodies
+   * of the message whose window is open, for entries still held or trimmed since, and inbox_ids, for
+   * entries trimmed before their window ended and for bodies stored before the migration.
+   */
   appendTargets(
     inbox: SqliteInbox,
     recipients: readonly string[],
@@ -133,8 +145,9 @@ export class SqliteInboxRows implements InboxRows<SqliteInbox> {
     now: number,
     withDevices: boolean,
   ): AppendTarget[] {
+    const { inboxId } = inbox;
     const rows = this.stmt.get(sql.appendTargets).all({
-      inboxId: inbox.inboxId,
+      inboxId,
       recipients: JSON.stringify(recipients),
       messageId,
       now,
@@ -145,9 +158,16 @@ export class SqliteInboxRows implements InboxRows<SqliteInbox> {
       earlier_seq: number | null;
       last_seen_at: number | null;
     }>;
-    return rows.map((row) => ({
+    const appended = new Map<string, number>();
+    const bodies = this.stmt.get(sql.bodyRecipientsByMessage).all({ inboxId, messageId, now }) as Array<{
+      recipients: string;
+    }>;
+    for (const body of bodies)
+      for (const [recipient, seq] of JSON.parse(body.recipients) as Array<[string, number]>)
+        appended.set(recipient, seq);
+    return rows.map((row, index) => ({
       row: row.head === null ? undefined : { head: row.head, skippedAfter: row.skipped_after },
-      earlierSeq: row.earlier_seq ?? undefined,
+      earlierSeq: appended.get(recipients[index] as string) ?? row.earlier_seq ?? undefined,
       lastSeenAt: row.last_seen_at ?? undefined,
     }));
   }
@@ -190,7 +210,13 @@ export class SqliteInboxRows implements InboxRows<SqliteInbox> {
     const { body: bodyId, appendedAt, remember } = append;
     this.stmt.get(sql.entriesInsert).run({ inboxId, entries, bodyId, appendedAt });
     this.stmt.get(sql.recipientsAdvance).run({ inboxId, entries });
-    if (remember) this.stmt.get(sql.idsRemember).run({ inboxId, entries, ...remember });
+    this.stmt.get(sql.bodyAppended).run({
+      bodyId,
+      refs: append.entries.length,
+      appendedAt,
+      recipients: entries,
+      idsExpireAt: remember?.expiresAt ?? null,
+    });
   }
 
   /** A body whose checksum fails is never served: the read is refused, naming the entry. */
@@ -220,26 +246,47 @@ export class SqliteInboxRows implements InboxRows<SqliteInbox> {
     });
   }
 
-  entriesTrimThrough(inbox: SqliteInbox, recipient: string, seq: number): number {
-    const deleted = this.stmt.get(sql.entryDeleteThrough).all({ inboxId: inbox.inboxId, recipient, seq }) as {
-      body_id: number;
-    }[];
-    this.deleteUnusedBodies(deleted);
-    return deleted.length;
+  entriesTrimThrough(inbox: SqliteInbox, recipient: string, seq: number, now: number): number {
+    const gone = this.stmt
+      .get(sql.entryDeleteThrough)
+      .all({ inboxId: inbox.inboxId, recipient, seq }) as GoneEntry[];
+    this.forget(inbox, gone, now);
+    return gone.length;
   }
 
-  entriesExpire(inbox: SqliteInbox, appendedBefore: number, max: number): number {
-    const deleted = this.stmt
-      .get(sql.entryDeleteExpired)
-      .all({ inboxId: inbox.inboxId, appendedBefore, limit: max }) as { body_id: number }[];
-    this.deleteUnusedBodies(deleted);
-    return deleted.length;
+  /** Walks the oldest bodies, not the entries: an entry has no index by age (schema.ts, migration 6). */
+  entriesExpire(inbox: SqliteInbox, appendedBefore: number, max: number, now: number): number {
+    const { inboxId } = inbox;
+    const bodies = this.stmt
+      .get(sql.bodySelectExpired)
+      .all({ inboxId, appendedBefore, limit: max }) as Array<{
+      recipients: string;
+    }>;
+    if (bodies.length === 0) return 0;
+    const pairs = bodies.flatMap((body) => JSON.parse(body.recipients) as Array<[string, number]>);
+    const gone = this.stmt
+      .get(sql.entryDeletePairs)
+      .all({ inboxId, pairs: JSON.stringify(pairs), limit: max }) as GoneEntry[];
+    this.forget(inbox, gone, now);
+    return gone.length;
   }
 
-  private deleteUnusedBodies(deleted: readonly { body_id: number }[]): void {
-    if (deleted.length === 0) return;
-    const bodyIds = [...new Set(deleted.map((row) => row.body_id))];
-    this.stmt.get(sql.bodyDeleteUnused).run({ bodyIds: JSON.stringify(bodyIds) });
+  /**
+   * After entries went: their ids are kept while their bodies' windows are open (the append's
+   * promise), their bodies' refs drop, and a body no entry names goes.
+   */
+  private forget(inbox: SqliteInbox, gone: readonly GoneEntry[], now: number): void {
+    if (gone.length === 0) return;
+    this.stmt.get(sql.idsKeepTrimmed).run({
+      inboxId: inbox.inboxId,
+      gone: JSON.stringify(gone.map((entry) => [entry.recipient, entry.seq, entry.body_id])),
+      now,
+    });
+    const perBody = new Map<number, number>();
+    for (const { body_id } of gone) perBody.set(body_id, (perBody.get(body_id) ?? 0) + 1);
+    const counts = JSON.stringify([...perBody]);
+    this.stmt.get(sql.bodyRefsTake).run({ counts });
+    this.stmt.get(sql.bodyDeleteUnused).run({ counts });
   }
 
   devices(inbox: SqliteInbox, recipient: string): DeviceCursor[] {

@@ -76,11 +76,22 @@ export const recipientsAdvance = `
   SELECT :inboxId, j.value ->> 0, j.value ->> 1, NULL FROM json_each(:entries) j WHERE true
   ON CONFLICT (inbox_id, recipient) DO UPDATE SET head = excluded.head`;
 
-/** Params: inboxId, entries (as entriesInsert), messageId, expiresAt. Remembers the id per recipient. */
-export const idsRemember = `
-  INSERT INTO inbox_ids (inbox_id, recipient, message_id, seq, expires_at)
-  SELECT :inboxId, j.value ->> 0, :messageId, j.value ->> 1, :expiresAt FROM json_each(:entries) j WHERE true
-  ON CONFLICT (inbox_id, recipient, message_id) DO UPDATE SET seq = excluded.seq, expires_at = excluded.expires_at`;
+/**
+ * Params: bodyId, refs, appendedAt, recipients (the append's entries, as entriesInsert), idsExpireAt
+ * (or null). Completes an append's body row with what its entries need (schema.ts, migration 6).
+ */
+export const bodyAppended = `
+  UPDATE inbox_bodies SET refs = :refs, appended_at = :appendedAt, recipients = :recipients,
+    ids_expire_at = :idsExpireAt
+  WHERE body_id = :bodyId`;
+
+/**
+ * Params: inboxId, messageId, now. Returns: { recipients } of each body of that message whose ids are
+ * still remembered: the [recipient, seq] pairs it was appended with.
+ */
+export const bodyRecipientsByMessage = `
+  SELECT recipients FROM inbox_bodies
+  WHERE inbox_id = :inboxId AND message_id = :messageId AND ids_expire_at > :now`;
 
 /** Params: inboxId, recipient. Returns: { oldest } the lowest retained seq, or null. */
 export const entryOldestSeq = `
@@ -109,23 +120,53 @@ export const entrySelectAfter = `
   WHERE e.inbox_id = :inboxId AND e.recipient = :recipient AND e.seq > :after
   ORDER BY e.seq LIMIT :limit`;
 
-/** Params: inboxId, recipient, seq. Deletes the entries at or below seq; returns their body ids. */
+/** Params: inboxId, recipient, seq. Deletes the entries at or below seq; returns what went. */
 export const entryDeleteThrough = `
   DELETE FROM inbox_entries WHERE inbox_id = :inboxId AND recipient = :recipient AND seq <= :seq
-  RETURNING body_id`;
+  RETURNING recipient, seq, body_id`;
 
-/** Params: inboxId, appendedBefore, limit. Deletes up to limit of the oldest entries appended at or
- * before appendedBefore; returns their body ids. */
-export const entryDeleteExpired = `
+/**
+ * Params: inboxId, appendedBefore, limit. Returns: up to limit of the namespace's oldest bodies
+ * appended at or before appendedBefore, with their [recipient, seq] pairs, oldest first.
+ */
+export const bodySelectExpired = `
+  SELECT body_id, recipients FROM inbox_bodies
+  WHERE inbox_id = :inboxId AND appended_at <= :appendedBefore ORDER BY appended_at, body_id LIMIT :limit`;
+
+/**
+ * Params: inboxId, pairs (a JSON array of [recipient, seq], oldest first), limit. Deletes the first
+ * limit of those entries that are still held; returns what went.
+ */
+export const entryDeletePairs = `
   DELETE FROM inbox_entries WHERE (inbox_id, recipient, seq) IN (
-    SELECT inbox_id, recipient, seq FROM inbox_entries
-    WHERE inbox_id = :inboxId AND appended_at <= :appendedBefore ORDER BY appended_at LIMIT :limit)
-  RETURNING body_id`;
+    SELECT e.inbox_id, e.recipient, e.seq FROM json_each(:pairs) j
+    JOIN inbox_entries e ON e.inbox_id = :inboxId AND e.recipient = j.value ->> 0 AND e.seq = j.value ->> 1
+    ORDER BY j.key LIMIT :limit)
+  RETURNING recipient, seq, body_id`;
 
-/** Params: bodyIds (a JSON array). Deletes the bodies no entry names any more. */
+/**
+ * Params: inboxId, gone (a JSON array of [recipient, seq, bodyId]: entries just deleted), now. Keeps
+ * the message id of each for its recipient while its body's window is open, as the append promised.
+ */
+export const idsKeepTrimmed = `
+  INSERT INTO inbox_ids (inbox_id, recipient, message_id, seq, expires_at)
+  SELECT :inboxId, j.value ->> 0, b.message_id, j.value ->> 1, b.ids_expire_at
+  FROM json_each(:gone) j JOIN inbox_bodies b ON b.body_id = j.value ->> 2
+  WHERE b.ids_expire_at > :now
+  ON CONFLICT (inbox_id, recipient, message_id) DO UPDATE SET seq = excluded.seq, expires_at = excluded.expires_at`;
+
+/**
+ * Params: counts (a JSON array of [bodyId, entries gone], one pair per body). Takes the entries gone
+ * from each body's refs.
+ */
+export const bodyRefsTake = `
+  UPDATE inbox_bodies SET refs = refs - c.gone
+  FROM (SELECT j.value ->> 0 AS body_id, j.value ->> 1 AS gone FROM json_each(:counts) j) c
+  WHERE inbox_bodies.body_id = c.body_id`;
+
+/** Params: counts (as bodyRefsTake). Deletes those bodies that no entry names any more. */
 export const bodyDeleteUnused = `
-  DELETE FROM inbox_bodies WHERE body_id IN (SELECT value FROM json_each(:bodyIds))
-    AND NOT EXISTS (SELECT 1 FROM inbox_entries WHERE inbox_entries.body_id = inbox_bodies.body_id)`;
+  DELETE FROM inbox_bodies WHERE body_id IN (SELECT value ->> 0 FROM json_each(:counts)) AND refs <= 0`;
 
 /** Params: inboxId, recipient. Returns: the recipient's devices, by name. */
 export const deviceSelect = `

@@ -194,4 +194,28 @@ export const migrations: readonly string[] = [
   ) STRICT, WITHOUT ROWID;
   CREATE INDEX inbox_ids_by_expiry ON inbox_ids (inbox_id, expires_at);
   `,
+  `
+  -- Inbox appends without an index row per entry. An append's body row now carries what entries'
+  -- secondary indexes and the per-entry id rows gave: refs (its entries still held: the body goes at
+  -- 0), appended_at (expiry by age walks bodies, not entries), recipients (its [recipient, seq]
+  -- pairs, which expiry deletes and duplicate checks read) and ids_expire_at (its message id is
+  -- remembered for each of its recipients until then; NULL: not remembered). So an entry is one row in
+  -- one B-tree; inbox_ids holds only the ids of entries trimmed before their window ended (copied
+  -- at the trim) and those of bodies stored before this migration.
+  ALTER TABLE inbox_bodies ADD COLUMN refs INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE inbox_bodies ADD COLUMN appended_at INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE inbox_bodies ADD COLUMN recipients TEXT NOT NULL DEFAULT '[]';
+  ALTER TABLE inbox_bodies ADD COLUMN ids_expire_at INTEGER;
+  UPDATE inbox_bodies SET
+    refs = (SELECT count(*) FROM inbox_entries e WHERE e.body_id = inbox_bodies.body_id),
+    appended_at = coalesce(
+      (SELECT min(e.appended_at) FROM inbox_entries e WHERE e.body_id = inbox_bodies.body_id), 0),
+    recipients = coalesce(
+      (SELECT json_group_array(json_array(e.recipient, e.seq)) FROM inbox_entries e
+       WHERE e.body_id = inbox_bodies.body_id), '[]');
+  DROP INDEX inbox_entries_by_body;
+  DROP INDEX inbox_entries_by_age;
+  CREATE INDEX inbox_bodies_by_message ON inbox_bodies (inbox_id, message_id);
+  CREATE INDEX inbox_bodies_by_age ON inbox_bodies (inbox_id, appended_at);
+  `,
 ];

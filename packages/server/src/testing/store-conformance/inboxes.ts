@@ -1,7 +1,8 @@
 /**
  * The Store contract for inboxes (InboxStore, DESIGN.md §6): namespaces and their epochs, fan-out
  * appends with per-recipient sequences and duplicates, reads after a cursor, and acks.
- * inbox-retention.ts holds the rest: trimming, idle recipients, devices, bodies.
+ * inbox-retention.ts holds trimming, idle recipients, devices and bodies; inbox-duplicates.ts what an
+ * append remembers.
  * Part of the Store conformance suite: store-conformance/index.ts runs it against every store.
  */
 import assert from "node:assert/strict";
@@ -9,6 +10,7 @@ import { describe } from "node:test";
 import { zeroInboxCounters } from "../../model/inbox.js";
 import { rejectsWith, t0 } from "../conformance-fixtures.js";
 import type { StoreFactory } from "./harness.js";
+import { inboxDuplicateTests } from "./inbox-duplicates.js";
 import { inboxAttributes, inboxMessage, inboxSuite } from "./inbox-harness.js";
 import { inboxRetentionTests } from "./inbox-retention.js";
 
@@ -18,6 +20,7 @@ export function inboxTests(factory: StoreFactory): void {
     const suite = inboxSuite(factory);
     inboxLogTests(suite);
     inboxRetentionTests(suite);
+    inboxDuplicateTests(suite);
   });
 }
 
