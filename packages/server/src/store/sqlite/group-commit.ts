@@ -1,7 +1,7 @@
 /**
  * Group commit: write jobs that arrive in the same turn of the event loop run in one transaction and
- * share one commit (and so one fsync). Each job runs inside its own savepoint, so a job that throws
- * rolls back alone and the others still commit. A job's promise settles only after the commit has
+ * share one commit (and so one fsync). A job that throws fails alone and the others still commit: the
+ * batch then runs again with each job in its own savepoint (runAll says why not always). A job's promise settles only after the commit has
  * returned: a confirm sent on resolution means the write is on disk.
  */
 import type { Database, Statement } from "better-sqlite3";
@@ -106,11 +106,9 @@ export class GroupCommit {
   private flushBatch(): void {
     const jobs = this.nextBatch();
     if (jobs.length === 0) return;
-    const outcomes: Outcome[] = [];
+    let outcomes: Outcome[];
     try {
-      this.begin.run();
-      for (const job of jobs) outcomes.push(this.runInSavepoint(job));
-      this.hooks?.inTransaction();
+      outcomes = this.runAll(jobs) ?? this.runEachInSavepoint(jobs);
       this.commit.run();
     } catch (error) {
       // The transaction as a whole failed (for example the disk is full): nothing of it is durable.
@@ -128,6 +126,39 @@ export class GroupCommit {
       if (outcome.ok) job.resolve(outcome.value);
       else job.reject(outcome.error);
     });
+  }
+
+  /**
+   * Runs the jobs in one transaction with no savepoint around each: a savepoint copies every page a
+   * job first changes into a sub-journal, which for a batch of appends to the same pages is most of
+   * what it writes. Answers the outcomes, ready to commit; or, when a job threw, rolls the whole
+   * transaction back and answers undefined, and the batch runs again with a savepoint per job, so that
+   * the job that threw fails alone. (A batch of one job needs no second run: its failure is the whole
+   * transaction's, rolled back.) A job's work is in the database only, so running it twice is safe.
+   */
+  private runAll(jobs: readonly Job[]): Outcome[] | undefined {
+    this.begin.run();
+    const outcomes: Outcome[] = [];
+    for (const job of jobs) {
+      try {
+        outcomes.push({ ok: true, value: job.run() });
+      } catch (error) {
+        this.rollback.run();
+        if (jobs.length > 1) return undefined;
+        this.begin.run();
+        outcomes.push({ ok: false, error });
+      }
+    }
+    this.hooks?.inTransaction();
+    return outcomes;
+  }
+
+  /** Runs the jobs in one transaction, each in its own savepoint: a job that throws rolls back alone. */
+  private runEachInSavepoint(jobs: readonly Job[]): Outcome[] {
+    this.begin.run();
+    const outcomes = jobs.map((job) => this.runInSavepoint(job));
+    this.hooks?.inTransaction();
+    return outcomes;
   }
 
   private runInSavepoint(job: Job): Outcome {
