@@ -85,6 +85,18 @@ describe("push consumer", () => {
     assert.equal(new Set(delivered.map((message) => message.id)).size, 10);
   });
 
+  test("credit less than a refill is spent once the acks read together are in: nothing waits for more", async () => {
+    // prefetch 8 gathers credit in refills of 2; one ack frees 1, and no other ack is coming.
+    await send(10);
+    const { consumer, delivered } = start(8);
+    await settle();
+    assert.equal(delivered.length, 8);
+    await consumer.ack([(delivered[0] as LeasedMessage).receipt]);
+    await settle();
+    assert.equal(delivered.length, 9, "the one credit freed was spent");
+    assert.equal(consumer.unacked, 8);
+  });
+
   test("a message sent later reaches a consumer that was waiting with credit", async () => {
     const { delivered } = start(2);
     await settle();

@@ -85,6 +85,10 @@ export class PushConsumer {
   private loop: Promise<void> | undefined;
   private wakeSleep: (() => void) | undefined;
   private paused = false;
+  /** A lease of less than refillMin is waiting for the turn's acks to be read (canReceive). */
+  private smallRefillScheduled = false;
+  /** Set while that turn's pump runs: the free credit is spent, however little. */
+  private smallRefillDue = false;
   private ended = false;
   /** stopLeasing() was called: no more leases, neither by receive nor by hand-off. */
   private leasingStopped = false;
@@ -268,13 +272,25 @@ export class PushConsumer {
   /**
    * Leases when nothing is held (so a quiet queue is pushed at once), or when at least a quarter of the
    * credit (up to a full receive of 100) is free: credit that comes back a few acks at a time is
-   * gathered into larger leases rather than spent on one store call per ack frame.
+   * gathered into larger leases rather than spent on one store call per ack frame. Gathering lasts one
+   * turn of the event loop (the acks read together): then what credit is free is spent, so a consumer
+   * that holds its deliveries until more arrive is never left waiting for credit that nothing returns.
    */
   private canReceive(): boolean {
     if (this.ended || this.leasingStopped || this.paused) return false;
     const free = this.freeCredit();
     if (free < 1) return false;
-    return this.held.size + this.reserved === 0 || free >= this.refillMin;
+    if (this.held.size + this.reserved === 0 || free >= this.refillMin || this.smallRefillDue) return true;
+    if (!this.smallRefillScheduled) {
+      this.smallRefillScheduled = true;
+      setImmediate(() => {
+        this.smallRefillScheduled = false;
+        this.smallRefillDue = true;
+        this.pump();
+        this.smallRefillDue = false;
+      });
+    }
+    return false;
   }
 
   /** Credit neither held nor promised to a hand-off under way. */
