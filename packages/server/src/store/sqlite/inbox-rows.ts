@@ -146,18 +146,22 @@ export class SqliteInboxRows implements InboxRows<SqliteInbox> {
     withDevices: boolean,
   ): AppendTarget[] {
     const { inboxId } = inbox;
-    const rows = this.stmt.get(sql.appendTargets).all({
-      inboxId,
-      recipients: JSON.stringify(recipients),
-      messageId,
-      now,
-      withDevices: withDevices ? 1 : 0,
-    }) as Array<{
+    const list = JSON.stringify(recipients);
+    const rows = this.stmt
+      .get(sql.appendTargets)
+      .all({ inboxId, recipients: list, messageId, now }) as Array<{
       head: number | null;
       skipped_after: number | null;
       earlier_seq: number | null;
-      last_seen_at: number | null;
     }>;
+    const lastSeen = new Map<number, number>();
+    if (withDevices) {
+      const seen = this.stmt.get(sql.devicesLastSeen).all({ inboxId, recipients: list }) as Array<{
+        idx: number;
+        last_seen_at: number;
+      }>;
+      for (const { idx, last_seen_at } of seen) lastSeen.set(idx, last_seen_at);
+    }
     const appended = new Map<string, number>();
     const bodies = this.stmt.get(sql.bodyRecipientsByMessage).all({ inboxId, messageId, now }) as Array<{
       recipients: string;
@@ -168,7 +172,7 @@ export class SqliteInboxRows implements InboxRows<SqliteInbox> {
     return rows.map((row, index) => ({
       row: row.head === null ? undefined : { head: row.head, skippedAfter: row.skipped_after },
       earlierSeq: appended.get(recipients[index] as string) ?? row.earlier_seq ?? undefined,
-      lastSeenAt: row.last_seen_at ?? undefined,
+      lastSeenAt: lastSeen.get(index),
     }));
   }
 

@@ -39,22 +39,30 @@ export const recipientSelect = `
   SELECT head, skipped_after FROM inbox_recipients WHERE inbox_id = :inboxId AND recipient = :recipient`;
 
 /**
- * Params: inboxId, recipients (a JSON array of distinct names), messageId, now, withDevices (0 or 1).
- * Returns: per recipient, in the array's order, { head, skipped_after } (null without a row), the
- * earlier_seq its message id is remembered at (or null), and with withDevices the latest last_seen_at of
- * its devices (null with none). One statement for all of an append's recipients.
+ * Params: inboxId, recipients (a JSON array of distinct names), messageId, now. Returns: per recipient,
+ * in the array's order, { head, skipped_after } (null without a row) and the earlier_seq its message id
+ * is remembered at in inbox_ids (or null). One statement for all of an append's recipients.
  */
 export const appendTargets = `
   SELECT r.head, r.skipped_after,
     (SELECT i.seq FROM inbox_ids i
      WHERE i.inbox_id = :inboxId AND i.recipient = j.value AND i.message_id = :messageId
-       AND i.expires_at > :now) AS earlier_seq,
-    CASE WHEN :withDevices THEN
-      (SELECT max(d.last_seen_at) FROM inbox_devices d WHERE d.inbox_id = :inboxId AND d.recipient = j.value)
-    END AS last_seen_at
+       AND i.expires_at > :now) AS earlier_seq
   FROM json_each(:recipients) j
   LEFT JOIN inbox_recipients r ON r.inbox_id = :inboxId AND r.recipient = j.value
   ORDER BY j.key`;
+
+/**
+ * Params: inboxId, recipients (a JSON array). Returns: { idx, last_seen_at }, the latest last_seen_at
+ * of the devices of each recipient that has some, by its index in the array. (CROSS JOIN keeps the
+ * array outside: otherwise SQLite prefers inbox_devices_by_seen, which covers the query but reads
+ * every device of the namespace.)
+ */
+export const devicesLastSeen = `
+  SELECT j.key AS idx, max(d.last_seen_at) AS last_seen_at
+  FROM json_each(:recipients) j
+  CROSS JOIN inbox_devices d ON d.inbox_id = :inboxId AND d.recipient = j.value
+  GROUP BY j.key`;
 
 /**
  * Params: inboxId, rows (a JSON array of [recipient, head]). Sets each recipient's skipped_after to its
@@ -135,12 +143,14 @@ export const bodySelectExpired = `
 
 /**
  * Params: inboxId, pairs (a JSON array of [recipient, seq], oldest first), limit. Deletes the first
- * limit of those entries that are still held; returns what went.
+ * limit of those entries that are still held; returns what went. (CROSS JOIN: the array outside, each
+ * pair one search of the primary key; SQLite would otherwise scan the namespace's entries.)
  */
 export const entryDeletePairs = `
   DELETE FROM inbox_entries WHERE (inbox_id, recipient, seq) IN (
     SELECT e.inbox_id, e.recipient, e.seq FROM json_each(:pairs) j
-    JOIN inbox_entries e ON e.inbox_id = :inboxId AND e.recipient = j.value ->> 0 AND e.seq = j.value ->> 1
+    CROSS JOIN inbox_entries e
+      ON e.inbox_id = :inboxId AND e.recipient = j.value ->> 0 AND e.seq = j.value ->> 1
     ORDER BY j.key LIMIT :limit)
   RETURNING recipient, seq, body_id`;
 
