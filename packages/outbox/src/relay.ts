@@ -34,6 +34,9 @@ export interface RelayOptions extends TableOptions, WalOptions {
   sentRetentionMs?: number;
   /** Polling on SQLite: how often an idle relay looks for rows; default 50 ms. */
   pollIntervalMs?: number;
+  /** WAL mode: how often the relay reports its confirmed position to the server and, when idle,
+   * moves the slot past other tables' WAL; default 10 s (outboxLimits.walFeedbackIntervalMs). */
+  feedbackIntervalMs?: number;
   /** Rows per publish round, 1 to 100. */
   batchRowsMax?: number;
   /** Every failure (publish, database); default console.error. The relay goes on after each. */

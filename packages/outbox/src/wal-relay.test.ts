@@ -18,9 +18,11 @@ import { processOnce } from "./process-once.js";
 import { runRelay } from "./relay.js";
 import {
   assertOrderPerKey,
+  fetchUntil,
   poisonQueueEvents,
   receiveAll,
   routeToQueue,
+  spawnOutboxCommand,
   waitFor,
   writeEvents,
 } from "./testing/helpers.js";
@@ -299,6 +301,70 @@ describe("outbox in WAL mode", { skip, concurrency: false }, () => {
     } finally {
       await first.stop();
       await second.stop();
+    }
+  });
+
+  test("an idle relay moves its slot past other tables' WAL", async () => {
+    const { tables } = await newOutbox();
+    const other = `"${tables.schema}".other`;
+    const relay = relayFor(tables, { feedbackIntervalMs: 100 });
+    try {
+      await pool.query(`CREATE TABLE ${other} AS SELECT n FROM generate_series(1, 20000) n`);
+      const behind = await relay.metrics();
+      assert.ok(
+        (behind.slotLagBytes ?? 0) > 100_000,
+        `the other table's WAL is behind the slot (${behind.slotLagBytes})`,
+      );
+      // Nothing of the outbox's is in that WAL: a logical message through the slot lets the relay
+      // acknowledge past it.
+      await waitFor(
+        "the slot caught up",
+        async () => ((await relay.metrics()).slotLagBytes ?? Number.POSITIVE_INFINITY) < 10_000 || undefined,
+      );
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  test("hopper-outbox migrate --wal and relay --mode wal, with the slot's lag on /metrics", async () => {
+    const schema = `wal_t${outboxNumber++}`;
+    const migrateCommand = spawnOutboxCommand(["migrate", "--wal", "--db", cluster.url, "--schema", schema]);
+    assert.equal(await migrateCommand.exited, 0, migrateCommand.output());
+    assert.match(
+      migrateCommand.output(),
+      new RegExp(
+        `WAL: slot hopper_outbox_${schema}, publication hopper_outbox_${schema}: created publication and slot; max_slot_wal_keep_size 256MB`,
+      ),
+    );
+    const queue = await newQueue();
+    const metricsPort = await freePort();
+    const relay = spawnOutboxCommand([
+      "relay",
+      "--mode",
+      "wal",
+      "--db",
+      cluster.url,
+      "--schema",
+      schema,
+      "--url",
+      hopperServer.url,
+      "--metrics-port",
+      String(metricsPort),
+    ]);
+    try {
+      const [id] = await writeEvents(app, [{ destination: { queue }, body: { n: 1 } }], {
+        schema,
+        mode: "wal",
+      });
+      const [message] = await receiveAll(hopperServer.url, queue, 1);
+      assert.equal(message?.headers[outboxIdHeader], id);
+      const text = await fetchUntil(
+        `http://127.0.0.1:${metricsPort}/metrics`,
+        /^hopper_outbox_published_total 1$/m,
+      );
+      assert.match(text, /^hopper_outbox_slot_lag_bytes \d+$/m);
+    } finally {
+      assert.equal(await relay.stop(), 0, relay.output());
     }
   });
 });

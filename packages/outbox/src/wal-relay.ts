@@ -78,6 +78,7 @@ export function startWalRelay(options: RelayOptions, hooks: RelayHooks): Relay {
   const driver = openDriver(pool, options);
   const outboxTable = `${tables.prefix}outbox`;
   const tickPrefix = `hopper-outbox:${names.slot}`;
+  const feedbackIntervalMs = options.feedbackIntervalMs ?? outboxLimits.walFeedbackIntervalMs;
 
   /** Events read and not yet done, in commit order. */
   let events: WalEvent[] = [];
@@ -281,7 +282,7 @@ export function startWalRelay(options: RelayOptions, hooks: RelayHooks): Relay {
           if (taken.length === 0) {
             const now = clock.now();
             const pauseEnd = publisher.nextPauseEndMs(now) ?? Number.POSITIVE_INFINITY;
-            await base.idle(Math.min(outboxLimits.walFeedbackIntervalMs, pauseEnd - now));
+            await base.idle(Math.min(feedbackIntervalMs, pauseEnd - now));
             continue;
           }
           const marks = await publisher.publish(
@@ -329,7 +330,7 @@ export function startWalRelay(options: RelayOptions, hooks: RelayHooks): Relay {
   /** Keeps the server informed while the publish loop waits, and moves an idle slot forward. */
   async function feedbackLoop(): Promise<void> {
     while (!base.isStopped()) {
-      await clock.sleep(outboxLimits.walFeedbackIntervalMs, base.stopSignal);
+      await clock.sleep(feedbackIntervalMs, base.stopSignal);
       if (base.isStopped() || !session || session.ended) continue;
       sendFeedback(session);
       if (events.length > 0 || transactions.length > 0 || open) continue;

@@ -147,3 +147,37 @@ export async function poisonQueueEvents(hopper: HopperClient, queue: string): Pr
     { destination: { queue }, key: "b", body: { n: 2 } },
   ];
 }
+
+/** Fetches `url` until its body matches `pattern` (a relay process's /metrics coming up); answers the body. */
+export async function fetchUntil(url: string, pattern: RegExp): Promise<string> {
+  return waitFor(`${url} to show ${pattern}`, async () => {
+    const body = await fetch(url).then(
+      (response) => response.text(),
+      () => "",
+    );
+    return pattern.test(body) ? body : undefined;
+  });
+}
+
+/** Starts `hopper-outbox` with `args` as a process of its own; `stop()` sends SIGTERM and waits. */
+export function spawnOutboxCommand(args: string[]): {
+  /** Resolves with the exit code once the command ended by itself. */
+  exited: Promise<number | null>;
+  stop(): Promise<number | null>;
+  output(): string;
+} {
+  const bin = fileURLToPath(new URL("../../bin/hopper-outbox.js", import.meta.url));
+  const child = spawn(process.execPath, [bin, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return {
+    exited,
+    output: () => output,
+    async stop() {
+      if (child.exitCode === null) child.kill("SIGTERM");
+      return exited;
+    },
+  };
+}
