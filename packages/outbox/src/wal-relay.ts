@@ -215,11 +215,29 @@ export function startWalRelay(options: RelayOptions, hooks: RelayHooks): Relay {
     return taken;
   }
 
-  /** Records what the round decided: sent events are done; refused ones, once in the failed table. */
+  /** Takes finished events out of the buffer; their transactions may now be acknowledged. */
+  function finish(finished: WalEvent[]): void {
+    if (finished.length === 0) return;
+    const set = new Set(finished);
+    for (const event of finished) event.transaction.remaining -= 1;
+    events = events.filter((event) => !set.has(event));
+    releaseRoom();
+  }
+
+  /** Records what the round decided: sent events are done; refused ones once in the failed table. */
   async function settle(taken: WalEvent[], marks: RowMarks): Promise<void> {
     const bySeq = new Map(taken.map((event) => [event.row.seq, event]));
-    const done = new Set<WalEvent>();
     const now = clock.now();
+    const sent = marks.sent.map((seq) => bySeq.get(seq) as WalEvent);
+    finish(sent);
+    counters.published += sent.length;
+    if (options.onPublished && sent.length > 0) {
+      options.onPublished(
+        sent.map((event) => event.row),
+        now,
+      );
+    }
+    // One at a time: a database failure leaves the rest in the buffer, refused again next round.
     for (const failed of marks.failed) {
       const event = bySeq.get(failed.seq) as WalEvent;
       const { raw } = event;
@@ -237,21 +255,8 @@ export function startWalRelay(options: RelayOptions, hooks: RelayHooks): Relay {
         now,
         JSON.stringify(failed.error),
       ]);
-      done.add(event);
+      finish([event]);
       counters.failed += 1;
-    }
-    const sent = marks.sent.map((seq) => bySeq.get(seq) as WalEvent);
-    for (const event of sent) done.add(event);
-    counters.published += sent.length;
-    if (done.size === 0) return;
-    for (const event of done) event.transaction.remaining -= 1;
-    events = events.filter((event) => !done.has(event));
-    releaseRoom();
-    if (options.onPublished && sent.length > 0) {
-      options.onPublished(
-        sent.map((event) => event.row),
-        now,
-      );
     }
   }
 

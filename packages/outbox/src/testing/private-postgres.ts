@@ -60,7 +60,9 @@ async function asOwner(program: string, args: string[]): Promise<void> {
   else await run(path, args);
 }
 
-export async function startPrivatePostgres(): Promise<PrivatePostgres> {
+/** `durable`: keep PostgreSQL's fsync and synchronous commit (a bench compares it with a real
+ * server); tests go without them, since a machine crash is not what they are about. */
+export async function startPrivatePostgres(options: { durable?: boolean } = {}): Promise<PrivatePostgres> {
   const reason = privatePostgresSkipReason();
   if (reason) throw new Error(reason);
   const dir = mkdtempSync(join(tmpdir(), "hopper-outbox-pg-"));
@@ -76,9 +78,7 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
     "-c listen_addresses=127.0.0.1",
     "-c wal_level=logical",
     `-c max_slot_wal_keep_size=${privateMaxSlotWalKeepSize}`,
-    // A test cluster: durability against a machine crash is not what the tests are about.
-    "-c fsync=off",
-    "-c synchronous_commit=off",
+    ...(options.durable ? [] : ["-c fsync=off", "-c synchronous_commit=off"]),
   ].join(" ");
   try {
     await asOwner("initdb", ["-D", data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"]);
