@@ -110,6 +110,11 @@ describe("outbox in WAL mode", { skip, concurrency: false }, () => {
       write,
     );
     assert.equal(await tableRows(tables.schema), 0, "insert-and-delete leaves the table empty");
+    const { rows: trigger } = await pool.query(
+      "SELECT tgenabled FROM pg_trigger WHERE tgname = 'hopper_outbox_notify' AND tgrelid = $1::regclass",
+      [`"${tables.schema}".hopper_outbox`],
+    );
+    assert.equal(trigger[0]?.tgenabled, "D", "no NOTIFY: nothing listens in WAL mode");
     const registry = new Registry();
     const relay = relayFor(tables, { registry });
     try {

@@ -3,7 +3,8 @@
  * replication slot (pgoutput) the relay reads, created if missing. They must exist before the
  * application writes its first WAL-mode event, since the table keeps nothing: an insert-and-delete
  * committed before the slot existed is in no slot's WAL. So `migrate(db, { wal: … })` creates them,
- * and the relay checks them again at start.
+ * and the relay checks them again at start. The insert trigger's NOTIFY is turned off: nothing
+ * listens for it in WAL mode.
  */
 import type { Pool } from "pg";
 import { isPgPool, type OutboxDatabase } from "./driver.js";
@@ -56,6 +57,7 @@ export async function setUpWal(
     });
     created.push("publication");
   }
+  await client.query(q.walNotifyOff);
   const database = (await client.query(q.walDatabase)).rows[0].database as string;
   const slot = (await client.query(q.walSlotFind)).rows[0] as
     | { plugin: string; database: string }
