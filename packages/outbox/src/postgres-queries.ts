@@ -182,8 +182,11 @@ export function walQueries(t: Tables, names: WalNames) {
     /** One row when the publication exists. */
     walPublicationFind: `SELECT 1 FROM pg_publication WHERE pubname = '${names.publication}'`,
     walPublicationCreate: `CREATE PUBLICATION "${names.publication}" FOR TABLE ${t.outbox} WITH (publish = 'insert')`,
+    /** One row { tgenabled } of the insert trigger: 'O' when it fires, 'D' when off. */
+    walNotifyState: `SELECT tgenabled FROM pg_trigger
+      WHERE tgrelid = '${t.outbox}'::regclass AND tgname = '${t.prefix}outbox_notify'`,
     /** Turns off the insert trigger's NOTIFY: no relay listens in WAL mode, and a NOTIFY takes a
-     * lock that serializes the commits of every notifying transaction. Idempotent. */
+     * lock that serializes the commits of every notifying transaction. */
     walNotifyOff: `ALTER TABLE ${t.outbox} DISABLE TRIGGER "${t.prefix}outbox_notify"`,
     /** The slot, if any: its plugin, database, confirmed position, and the WAL it holds (bytes). */
     walSlotFind: `SELECT plugin, database, wal_status, confirmed_flush_lsn,

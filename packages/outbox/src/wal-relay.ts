@@ -148,7 +148,8 @@ export function startWalRelay(options: RelayOptions, hooks: RelayHooks): Relay {
     });
     const current: Session = { service, ended: false };
     const end = (error?: unknown) => {
-      if (error !== undefined && !base.isStopped()) onError(error, {});
+      // The library both emits and rejects with a failed connection: one report.
+      if (error !== undefined && !current.ended && !base.isStopped()) onError(error, {});
       current.ended = true;
       releaseRoom();
       wake();

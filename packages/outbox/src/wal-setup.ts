@@ -57,7 +57,9 @@ export async function setUpWal(
     });
     created.push("publication");
   }
-  await client.query(q.walNotifyOff);
+  // Only when on: the ALTER locks the table against writers and needs its owner, and the relay
+  // calls this at every start.
+  if ((await client.query(q.walNotifyState)).rows[0]?.tgenabled === "O") await client.query(q.walNotifyOff);
   const database = (await client.query(q.walDatabase)).rows[0].database as string;
   const slot = (await client.query(q.walSlotFind)).rows[0] as
     | { plugin: string; database: string }
