@@ -8,8 +8,14 @@
  * - latency: commit-to-publish (the application's commit to the relay's mark, which follows the
  *   broker's confirm) p50/p99, one row per commit at `--rate` rows/s.
  *
+ * Modes (`--mode poll|wal|all`, default all): polling on SQLite and on PostgreSQL (`--pg-url`), and
+ * both polling and WAL on a private PostgreSQL cluster with wal_level=logical and the server's
+ * durability (fsync, synchronous commit), started by the bench as the WAL tests start theirs, so the
+ * two modes compare on one server. In WAL mode the application inserts and deletes each row, and the
+ * latency ends at Hopper's confirm (the relay has no mark to write; it acknowledges the slot).
+ *
  * The relay and the application share this process, as they would in a service that runs its relay
- * in-process. Only the polling mode exists: the WAL mode is not built yet, and the table says so.
+ * in-process.
  */
 import { parseArgs } from "node:util";
 import { HopperClient } from "@hopper/client";
@@ -19,6 +25,14 @@ import pg from "pg";
 import { pgUrlDefault } from "./limits.js";
 import { startBenchServer } from "./server-process.js";
 import { percentiles } from "./statistics.js";
+
+/** The outbox package's private-cluster helper (src/testing/private-postgres.ts), loaded from its
+ * build as server-process.ts loads the server's: it is not part of the package's exports. */
+const privatePostgresUrl = new URL("../../packages/outbox/dist/testing/private-postgres.js", import.meta.url);
+interface PrivatePostgresModule {
+  privatePostgresSkipReason(): string | undefined;
+  startPrivatePostgres(options: { durable?: boolean }): Promise<{ url: string; stop(): Promise<void> }>;
+}
 
 /** How long a phase may take before the bench gives up on it: a stalled relay must not hang the run. */
 const phaseTimeoutMs = 120_000;
@@ -30,7 +44,10 @@ interface OutboxBenchOptions {
   rate: number;
   latencyRows: number;
   pgUrl: string | undefined;
+  modes: ("poll" | "wal")[];
 }
+
+type RelayMode = "poll" | "wal";
 
 interface AppDatabase {
   label: string;
@@ -58,16 +75,21 @@ async function sqliteApp(dir: string): Promise<AppDatabase> {
   };
 }
 
-async function postgresApp(url: string, schema: string): Promise<AppDatabase> {
+async function postgresApp(
+  url: string,
+  schema: string,
+  label: string,
+  mode: RelayMode,
+): Promise<AppDatabase> {
   const pool = new pg.Pool({ connectionString: url, max: 4 });
   const writer = await pool.connect();
   return {
-    label: "PostgreSQL",
+    label,
     db: pool,
     async commit(events) {
       await writer.query("BEGIN");
       const ids: string[] = [];
-      for (const event of events) ids.push((await writeOutbox(writer, event, { schema })).id);
+      for (const event of events) ids.push((await writeOutbox(writer, event, { schema, mode })).id);
       await writer.query("COMMIT");
       return { ids, committedAt: Date.now() };
     },
@@ -81,6 +103,7 @@ async function postgresApp(url: string, schema: string): Promise<AppDatabase> {
 
 interface PhaseResult {
   database: string;
+  mode: RelayMode;
   /** Rows the application committed per second while writing the backlog (no relay running). */
   commitsPerSecond: number;
   rowsPerSecond: number;
@@ -93,12 +116,16 @@ async function runPhases(
   hopperUrl: string,
   queue: string,
   options: OutboxBenchOptions,
+  mode: RelayMode,
   schema?: string,
-) {
+): Promise<PhaseResult> {
   const tables = schema === undefined ? {} : { schema };
-  await migrate(app.db, tables);
+  await migrate(app.db, { ...tables, wal: mode === "wal" });
   const committedAt = new Map<string, number>();
-  const latenciesMs: number[] = [];
+  // By id, as the relay reports them: in WAL mode the relay can publish a row before the
+  // application's COMMIT has returned (the walsender and the backend wake together), so a
+  // publish may come before its commit time is known.
+  const publishedAt = new Map<string, number>();
   let published = 0;
   let measureLatency = false;
   const waitUntil = async (what: string, done: () => boolean) => {
@@ -125,14 +152,12 @@ async function runPhases(
   const relay = runRelay({
     db: app.db,
     hopper: { url: hopperUrl },
+    mode,
     ...tables,
     onPublished: (rows: readonly OutboxRow[], markedAt: number) => {
       published += rows.length;
       if (!measureLatency) return;
-      for (const row of rows) {
-        const at = committedAt.get(row.id);
-        if (at !== undefined) latenciesMs.push(markedAt - at);
-      }
+      for (const row of rows) publishedAt.set(row.id, markedAt);
     },
   });
   try {
@@ -151,10 +176,11 @@ async function runPhases(
       const { ids, committedAt: at } = await app.commit([event(n)]);
       committedAt.set(ids[0] as string, at);
     }
-    await waitUntil("the latency rows", () => latenciesMs.length >= options.latencyRows);
-    const latency = percentiles(latenciesMs);
+    await waitUntil("the latency rows", () => publishedAt.size >= options.latencyRows);
+    const latency = percentiles([...committedAt].map(([id, at]) => (publishedAt.get(id) as number) - at));
     return {
       database: app.label,
+      mode,
       commitsPerSecond,
       rowsPerSecond,
       latencyP50Ms: latency.p50,
@@ -176,8 +202,13 @@ export async function runOutboxBench(argv: string[]): Promise<number> {
       "latency-rows": { type: "string", default: "2000" },
       "pg-url": { type: "string", default: pgUrlDefault },
       "no-postgres": { type: "boolean", default: false },
+      mode: { type: "string", default: "all" },
     },
   });
+  if (!["poll", "wal", "all"].includes(values.mode)) {
+    console.error("outbox bench: --mode is poll, wal or all");
+    return 2;
+  }
   const options: OutboxBenchOptions = {
     rows: Number(values.rows),
     keys: Number(values.keys),
@@ -185,6 +216,7 @@ export async function runOutboxBench(argv: string[]): Promise<number> {
     rate: Number(values.rate),
     latencyRows: Number(values["latency-rows"]),
     pgUrl: values["no-postgres"] ? undefined : values["pg-url"],
+    modes: values.mode === "all" ? ["poll", "wal"] : [values.mode as RelayMode],
   };
   for (const [name, value] of Object.entries(options)) {
     if (typeof value === "number" && !(Number.isInteger(value) && value > 0)) {
@@ -198,27 +230,50 @@ export async function runOutboxBench(argv: string[]): Promise<number> {
   const { tmpdir } = await import("node:os");
   const dir = mkdtempSync(`${tmpdir()}/hopper-bench-outbox-`);
   const results: PhaseResult[] = [];
+  let cluster: { url: string; stop(): Promise<void> } | undefined;
   try {
-    const apps: { open: () => Promise<AppDatabase>; schema?: string }[] = [{ open: () => sqliteApp(dir) }];
-    if (options.pgUrl !== undefined) {
-      const schema = `hopper_bench_outbox_${process.pid}`;
-      const url = options.pgUrl;
-      apps.push({ open: () => postgresApp(url, schema), schema });
+    const apps: { open: () => Promise<AppDatabase>; mode: RelayMode; schema?: string }[] = [];
+    if (options.modes.includes("poll")) apps.push({ open: () => sqliteApp(dir), mode: "poll" });
+    const schema = `hopper_bench_outbox_${process.pid}`;
+    const pgUrl = options.pgUrl;
+    if (pgUrl !== undefined && options.modes.includes("poll")) {
+      apps.push({ open: () => postgresApp(pgUrl, schema, "PostgreSQL", "poll"), mode: "poll", schema });
+    }
+    if (pgUrl !== undefined) {
+      const privatePostgres = (await import(privatePostgresUrl.href)) as PrivatePostgresModule;
+      const reason = privatePostgres.privatePostgresSkipReason();
+      if (reason) console.error(`[bench] outbox: no wal_level=logical cluster: ${reason}`);
+      else {
+        cluster = await privatePostgres.startPrivatePostgres({ durable: true });
+        const url = cluster.url;
+        for (const mode of options.modes) {
+          const label = "PostgreSQL, private cluster (wal_level=logical)";
+          apps.push({
+            open: () => postgresApp(url, `${schema}_${mode}`, label, mode),
+            mode,
+            schema: `${schema}_${mode}`,
+          });
+        }
+      }
     }
     for (const [index, spec] of apps.entries()) {
       const queue = `outbox-bench-${index}`;
       await hopper.putQueue(queue);
       const app = await spec.open();
       try {
-        console.error(`[bench] outbox on ${app.label}`);
-        results.push(await runPhases(app, server.url, queue, options, spec.schema));
+        console.error(`[bench] outbox on ${app.label}, ${spec.mode}`);
+        results.push(await runPhases(app, server.url, queue, options, spec.mode, spec.schema));
       } finally {
         await app.close();
+        // Each phase on a broker as small as the first's: a later phase must not pay for the earlier
+        // ones' messages in Hopper's file.
+        await hopper.deleteQueue(queue);
       }
     }
   } finally {
     await hopper.close();
     await server.stop();
+    await cluster?.stop();
     rmSync(dir, { recursive: true, force: true });
   }
   console.log(
@@ -229,10 +284,10 @@ export async function runOutboxBench(argv: string[]): Promise<number> {
   );
   console.log("|---|---|---|---|---|---|");
   for (const result of results) {
+    const mode = result.mode === "wal" ? "WAL" : "polling";
     console.log(
-      `| ${result.database} | polling | ${result.commitsPerSecond.toFixed(0)} | ${result.rowsPerSecond.toFixed(0)} | ${result.latencyP50Ms} | ${result.latencyP99Ms} |`,
+      `| ${result.database} | ${mode} | ${result.commitsPerSecond.toFixed(0)} | ${result.rowsPerSecond.toFixed(0)} | ${result.latencyP50Ms} | ${result.latencyP99Ms} |`,
     );
-    if (result.database === "PostgreSQL") console.log("| PostgreSQL | WAL | not built yet | | | |");
   }
   return 0;
 }

@@ -7,6 +7,8 @@ import { after, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import Database from "better-sqlite3";
+import { fetchUntil, spawnOutboxCommand } from "./testing/helpers.js";
+import { freePort } from "./testing/hopper-process.js";
 import { writeOutbox } from "./write-outbox.js";
 
 const run = promisify(execFile);
@@ -43,4 +45,35 @@ test("hopper-outbox migrate, status, retry and drop on a SQLite file", async () 
   assert.match(await outbox("drop", "--db", db, first.id), /^1 row/);
   assert.equal(JSON.parse(await outbox("status", "--db", db, "--json")).failedRows, 0);
   app.close();
+});
+
+test("hopper-outbox relay --metrics-port serves the relay's metrics on loopback", async () => {
+  const file = join(dir, "metrics.db");
+  await outbox("migrate", "--db", `sqlite:${file}`);
+  const app = new Database(file);
+  for (const n of [1, 2]) writeOutbox(app, { destination: { queue: "orders" }, body: { n } });
+  app.close();
+  const metricsPort = await freePort();
+  // Hopper is unreachable: the rows stay pending, and the metrics say so.
+  const relay = spawnOutboxCommand([
+    "relay",
+    "--db",
+    `sqlite:${file}`,
+    "--url",
+    "http://127.0.0.1:1",
+    "--metrics-port",
+    String(metricsPort),
+  ]);
+  try {
+    const text = await fetchUntil(
+      `http://127.0.0.1:${metricsPort}/metrics`,
+      /^hopper_outbox_pending_rows 2$/m,
+    );
+    assert.match(text, /^hopper_outbox_published_total 0$/m);
+    assert.match(text, /^hopper_outbox_oldest_pending_age_seconds \d/m);
+    assert.doesNotMatch(text, /slot_lag/);
+    assert.equal((await fetch(`http://127.0.0.1:${metricsPort}/other`)).status, 404);
+  } finally {
+    assert.equal(await relay.stop(), 0, relay.output());
+  }
 });

@@ -1,14 +1,17 @@
 /**
- * The `hopper-outbox` command: `relay` runs the relay as a process; `migrate` creates the tables;
+ * The `hopper-outbox` command: `relay` runs the relay as a process (polling, or tailing the WAL), with
+ * its metrics on a loopback port if asked; `migrate` creates the tables (and the WAL mode's slot);
  * `status`, `retry` and `drop` manage failed rows. It ships with @hopper/outbox rather than as
  * `hopper outbox …` in the server's command because a relay runs beside the application, where the
  * broker's package (and its HTTP server) has no business being installed.
  */
-import { Command, Option } from "commander";
+import { createServer, type Server } from "node:http";
+import { Command, InvalidArgumentError, Option } from "commander";
+import { Registry } from "prom-client";
 import { dropFailed, migrate, outboxStatus, retryFailed } from "./admin.js";
 import { openDatabase } from "./open-database.js";
 import { runRelay } from "./relay.js";
-import type { TableOptions } from "./tables.js";
+import type { TableOptions, WalOptions } from "./tables.js";
 
 /** How often a running relay prints its metrics. */
 const metricsLogIntervalMs = 60_000;
@@ -25,6 +28,51 @@ function tableOptions(flags: DbFlags): TableOptions {
     ...(flags.schema !== undefined ? { schema: flags.schema } : {}),
     ...(flags.prefix !== undefined ? { prefix: flags.prefix } : {}),
   };
+}
+
+interface WalFlags {
+  slot?: string;
+  publication?: string;
+}
+
+function walOptions(flags: WalFlags): WalOptions {
+  return {
+    ...(flags.slot !== undefined ? { slotName: flags.slot } : {}),
+    ...(flags.publication !== undefined ? { publicationName: flags.publication } : {}),
+  };
+}
+
+function withWalFlags(command: Command): Command {
+  return command
+    .option("--slot <name>", "WAL mode: the replication slot (default <prefix>outbox_<schema>)")
+    .option("--publication <name>", "WAL mode: the publication (default <prefix>outbox_<schema>)");
+}
+
+function port(value: string): number {
+  const parsed = Number(value);
+  if (!Number.isInteger(parsed) || parsed < 1 || parsed > 65_535) {
+    throw new InvalidArgumentError("a port, 1 to 65535");
+  }
+  return parsed;
+}
+
+/** Serves the registry at /metrics on loopback only: the relay's figures are for a local scraper. */
+async function serveMetrics(registry: Registry, metricsPort: number): Promise<Server> {
+  const server = createServer((request, response) => {
+    if (request.method !== "GET" || request.url?.split("?")[0] !== "/metrics") {
+      response.writeHead(404).end();
+      return;
+    }
+    registry.metrics().then(
+      (text) => response.writeHead(200, { "content-type": registry.contentType }).end(text),
+      (error) => response.writeHead(500).end(error instanceof Error ? error.message : String(error)),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(metricsPort, "127.0.0.1", () => resolve());
+  });
+  return server;
 }
 
 function dbCommand(program: Command, name: string, description: string): Command {
@@ -56,41 +104,83 @@ async function withDatabase<T>(
 const program = new Command();
 program.name("hopper-outbox").description("Hopper's transactional outbox relay").version("0.1.0");
 
-dbCommand(program, "relay", "publish the outbox's rows to Hopper until SIGINT or SIGTERM")
+withWalFlags(dbCommand(program, "relay", "publish the outbox's rows to Hopper until SIGINT or SIGTERM"))
   .addOption(new Option("--url <url>", "Hopper's URL").env("HOPPER_URL").default("http://127.0.0.1:7171"))
   .addOption(new Option("--api-key <key>", "Hopper API key").env("HOPPER_API_KEY"))
-  .option("--migrate", "create or upgrade the outbox tables first")
-  .action(async (flags: DbFlags & { url: string; apiKey?: string; migrate?: boolean }) => {
-    const opened = await openDatabase(flags.db);
-    const tables = tableOptions(flags);
-    if (flags.migrate) await migrate(opened.db, tables);
-    const relay = runRelay({
-      db: opened.db,
-      hopper: { url: flags.url, ...(flags.apiKey ? { apiKey: flags.apiKey } : {}) },
-      ...tables,
-    });
-    console.log(`hopper-outbox relay: ${opened.dialect} → ${flags.url}`);
-    const timer = setInterval(() => {
-      void relay.metrics().then(
-        (metrics) => console.log(JSON.stringify({ at: new Date().toISOString(), ...metrics })),
-        (error) => console.error("[hopper-outbox] metrics:", error instanceof Error ? error.message : error),
-      );
-    }, metricsLogIntervalMs);
-    const stop = () => {
-      clearInterval(timer);
-      void relay
-        .stop()
-        .then(() => opened.close())
-        .then(() => process.exit(0));
-    };
-    process.once("SIGINT", stop);
-    process.once("SIGTERM", stop);
-  });
+  .addOption(
+    new Option("--mode <mode>", "poll: read the outbox table; wal: tail its inserts from a slot (PostgreSQL)")
+      .choices(["poll", "wal"])
+      .default("poll"),
+  )
+  .option("--migrate", "create or upgrade the outbox tables first (and, with --mode wal, the slot)")
+  .option("--metrics-port <port>", "serve Prometheus metrics at http://127.0.0.1:<port>/metrics", port)
+  .action(
+    async (
+      flags: DbFlags &
+        WalFlags & {
+          url: string;
+          apiKey?: string;
+          mode: "poll" | "wal";
+          migrate?: boolean;
+          metricsPort?: number;
+        },
+    ) => {
+      const opened = await openDatabase(flags.db);
+      const tables = tableOptions(flags);
+      const wal = walOptions(flags);
+      if (flags.migrate) {
+        const migrated = await migrate(opened.db, { ...tables, ...(flags.mode === "wal" ? { wal } : {}) });
+        if (migrated.wal?.warning) console.error(`[hopper-outbox] ${migrated.wal.warning}`);
+      }
+      const registry = new Registry();
+      const relay = runRelay({
+        db: opened.db,
+        hopper: { url: flags.url, ...(flags.apiKey ? { apiKey: flags.apiKey } : {}) },
+        mode: flags.mode,
+        registry,
+        ...tables,
+        ...wal,
+      });
+      const metricsServer =
+        flags.metricsPort === undefined ? undefined : await serveMetrics(registry, flags.metricsPort);
+      const metricsAt = metricsServer ? `; metrics on http://127.0.0.1:${flags.metricsPort}/metrics` : "";
+      console.log(`hopper-outbox relay: ${opened.dialect} (${flags.mode}) → ${flags.url}${metricsAt}`);
+      const timer = setInterval(() => {
+        void relay.metrics().then(
+          (metrics) => console.log(JSON.stringify({ at: new Date().toISOString(), ...metrics })),
+          (error) =>
+            console.error("[hopper-outbox] metrics:", error instanceof Error ? error.message : error),
+        );
+      }, metricsLogIntervalMs);
+      const stop = () => {
+        clearInterval(timer);
+        metricsServer?.close();
+        void relay
+          .stop()
+          .then(() => opened.close())
+          .then(() => process.exit(0));
+      };
+      process.once("SIGINT", stop);
+      process.once("SIGTERM", stop);
+    },
+  );
 
-dbCommand(program, "migrate", "create or upgrade the outbox tables").action(async (flags: DbFlags) => {
-  const { applied } = await withDatabase(flags, (opened) => migrate(opened.db, tableOptions(flags)));
-  console.log(applied.length > 0 ? `applied migrations ${applied.join(", ")}` : "up to date");
-});
+withWalFlags(dbCommand(program, "migrate", "create or upgrade the outbox tables"))
+  .option("--wal", "also create the WAL mode's publication and replication slot (PostgreSQL)")
+  .action(async (flags: DbFlags & WalFlags & { wal?: boolean }) => {
+    const tables = tableOptions(flags);
+    const { applied, wal } = await withDatabase(flags, (opened) =>
+      migrate(opened.db, { ...tables, ...(flags.wal ? { wal: walOptions(flags) } : {}) }),
+    );
+    console.log(applied.length > 0 ? `applied migrations ${applied.join(", ")}` : "up to date");
+    if (wal) {
+      const created = wal.created.length > 0 ? `created ${wal.created.join(" and ")}` : "both exist";
+      console.log(
+        `WAL: slot ${wal.slot}, publication ${wal.publication}: ${created}; max_slot_wal_keep_size ${wal.maxSlotWalKeepSize}`,
+      );
+      if (wal.warning) console.error(`warning: ${wal.warning}`);
+    }
+  });
 
 dbCommand(program, "status", "pending and failed rows; each failed row with the rows of its key behind it")
   .option("--json", "print JSON")

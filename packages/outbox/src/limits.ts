@@ -41,4 +41,14 @@ export const outboxLimits = {
    * derived name (`<prefix>outbox_migrations`) must fit. */
   prefixLengthMax: 40,
   schemaLengthMax: 63,
+  /** A replication slot's or publication's name: PostgreSQL's identifier limit. */
+  walNameLengthMax: 63,
+  /** WAL mode: events read from the slot and not yet published that the relay keeps in memory; at
+   * this many it stops reading (the slot keeps the rest), so a Hopper outage costs WAL on the
+   * database server, bounded by max_slot_wal_keep_size, and not the relay's memory. */
+  walBufferedRowsMax: 10_000,
+  /** WAL mode: how often the relay tells the server its confirmed position (a standby status
+   * update), well inside wal_sender_timeout (60 s by default), so a relay waiting for Hopper is not
+   * disconnected; and how often an idle relay moves its slot past other tables' WAL. */
+  walFeedbackIntervalMs: 10 * second,
 } as const;

@@ -17,8 +17,16 @@ import type { OpenedDatabase } from "./open-database.js";
 import { processOnce } from "./process-once.js";
 import { runRelay } from "./relay.js";
 import { type TestDatabase, testDatabaseKinds } from "./testing/app-databases.js";
-import { receiveAll, spawnOutboxChild, waitFor, writeEvents } from "./testing/helpers.js";
+import {
+  assertOrderPerKey,
+  poisonQueueEvents,
+  receiveAll,
+  routeToQueue,
+  waitFor,
+  writeEvents,
+} from "./testing/helpers.js";
 import { freePort, type HopperProcess, startHopper } from "./testing/hopper-process.js";
+import { appKilledAfterCommit, type CrashScenario, relayKilledAfterConfirm } from "./testing/scenarios.js";
 
 /** The application's own table of applied effects: one row per time an effect ran. */
 async function createEffects(opened: OpenedDatabase, schema: string | undefined): Promise<string> {
@@ -108,8 +116,7 @@ for (const kind of testDatabaseKinds) {
 
     test("events reach queues and exchanges with x-outbox-id and dedupId", async () => {
       const queue = await newQueue();
-      await hopper.putExchange(`${queue}.events`, { type: "topic" });
-      await hopper.bind(`${queue}.events`, { queue, pattern: "order.*" });
+      await routeToQueue(hopper, queue);
       const ids = await writeEvents(
         app,
         [
@@ -139,34 +146,17 @@ for (const kind of testDatabaseKinds) {
       }
     });
 
-    test("kill -9 of the application after its commit: the restarted relay publishes the event", async () => {
-      const queue = await newQueue();
-      // The relay claims the row the application committed, and is killed before it publishes.
-      const relayChild = spawnOutboxChild(
-        childEnv({ OUTBOX_TEST_ROLE: "relay", OUTBOX_TEST_PAUSE_AT: "before-publish" }),
-      );
-      const appChild = spawnOutboxChild(
-        childEnv({
-          OUTBOX_TEST_ROLE: "app",
-          OUTBOX_TEST_PAUSE_AT: "after-commit",
-          OUTBOX_TEST_EVENTS: JSON.stringify([{ destination: { queue }, body: { order: 1 } }]),
-        }),
-      );
-      const committed = await appChild.paused;
-      await appChild.kill9();
-      const claimed = await relayChild.paused;
-      assert.deepEqual(claimed.ids, committed.ids);
-      await relayChild.kill9();
-      assert.deepEqual(await hopper.peek(queue), [], "nothing was published before the kill");
+    const scenario = (checkAfterKill?: () => Promise<void>): CrashScenario => ({
+      hopper,
+      hopperUrl: hopperServer.url,
+      childEnv,
+      startRelay: () => runRelay({ db: app.db, hopper: { url: hopperServer.url }, ...database.tables }),
+      ...(checkAfterKill ? { checkAfterKill } : {}),
+    });
 
-      const relay = runRelay({ db: app.db, hopper: { url: hopperServer.url }, ...database.tables });
-      try {
-        const [message] = await receiveAll(hopperServer.url, queue, 1);
-        assert.equal(message?.headers[outboxIdHeader], committed.ids[0]);
-        assert.deepEqual(message?.body, { order: 1 });
-      } finally {
-        await relay.stop();
-      }
+    test("kill -9 of the application after its commit: the restarted relay publishes the event", async () => {
+      // The relay claims the row the application committed, and is killed before it publishes.
+      await appKilledAfterCommit(scenario(), await newQueue());
     });
 
     test("kill -9 of the relay between confirm and mark: published twice, applied once", async () => {
@@ -177,36 +167,17 @@ for (const kind of testDatabaseKinds) {
         [{ destination: { queue }, key: "a", body: { pay: 10 } }],
         database.tables,
       );
-      const relayChild = spawnOutboxChild(
-        childEnv({ OUTBOX_TEST_ROLE: "relay", OUTBOX_TEST_PAUSE_AT: "after-confirm" }),
-      );
-      assert.deepEqual((await relayChild.paused).ids, [id]);
-      await relayChild.kill9();
-      assert.equal(
-        (await outboxStatus(app.db, database.tables)).pendingRows,
-        1,
-        "the row was never marked sent",
-      );
-
-      const relay = runRelay({ db: app.db, hopper: { url: hopperServer.url }, ...database.tables });
-      try {
-        const messages = await receiveAll(hopperServer.url, queue, 2);
-        assert.deepEqual(
-          messages.map((message) => message.headers[outboxIdHeader]),
-          [id, id],
+      const neverMarked = async () =>
+        assert.equal(
+          (await outboxStatus(app.db, database.tables)).pendingRows,
+          1,
+          "the row was never marked sent",
         );
-        assert.notEqual(messages[0]?.id, messages[1]?.id, "two messages in the broker");
-        const results = [];
-        for (const message of messages)
-          results.push(await applyOnce(app, effects, "billing", message, database.tables));
-        assert.deepEqual(
-          results.map((result) => result.applied),
-          [true, false],
-        );
-        assert.equal(await countEffects(app, effects), 1);
-      } finally {
-        await relay.stop();
-      }
+      await relayKilledAfterConfirm(scenario(neverMarked), queue, id as string, {
+        apply: async (message) =>
+          (await applyOnce(app, effects, "billing", message, database.tables)).applied,
+        countEffects: () => countEffects(app, effects),
+      });
     });
 
     test("Hopper down for a while: rows wait, then drain in order per key", async () => {
@@ -228,14 +199,7 @@ for (const kind of testDatabaseKinds) {
         assert.equal((await relay.metrics()).pendingRows, 15);
         hopperServer = await startHopper(join(dir, "hopper.db"), port);
         const messages = await receiveAll(hopperServer.url, queue, 15);
-        // Server ids are UUIDv7 that increase in store order: sort by them to see the order stored.
-        messages.sort((left, right) => (left.id < right.id ? -1 : 1));
-        for (const key of ["a", "b", "c"]) {
-          const sequence = messages
-            .filter((message) => message.key === key)
-            .map((message) => (message.body as { n: number }).n);
-          assert.deepEqual(sequence, [0, 1, 2, 3, 4], `key ${key} in order`);
-        }
+        assertOrderPerKey(messages, ["a", "b", "c"], 5);
         await waitFor(
           "every row marked sent",
           async () => (await relay.metrics()).pendingRows === 0 || undefined,
@@ -246,18 +210,9 @@ for (const kind of testDatabaseKinds) {
     });
 
     test("a poison row is failed; other keys flow, its key waits and status says so", async () => {
-      const queue = await newQueue({ maxMessageBytes: 1024 });
-      const big = "x".repeat(2000);
-      const [poison, behind] = await writeEvents(
-        app,
-        [
-          { destination: { queue }, key: "a", body: { big } },
-          { destination: { queue }, key: "a", body: { n: 2 } },
-          { destination: { queue }, key: "b", body: { n: 1 } },
-          { destination: { queue }, key: "b", body: { n: 2 } },
-        ],
-        database.tables,
-      );
+      const queue = await newQueue();
+      const events = await poisonQueueEvents(hopper, queue);
+      const [poison, behind] = await writeEvents(app, events, database.tables);
       const relay = runRelay({
         db: app.db,
         hopper: { url: hopperServer.url },

@@ -94,12 +94,22 @@ export function postgresDriver(db: Pool | PgClient | PoolClient, tables: Tables)
       });
     },
     async outboxRetry({ ids }) {
-      return withConnection(
-        async (client) => (await client.query(q.outboxRetry, [ids ?? null])).rowCount ?? 0,
-      );
+      // The outbox table's failed rows go back to pending; the WAL relay's go back through the slot.
+      return inTransaction(async (client) => {
+        const pending = (await client.query(q.outboxRetry, [ids ?? null])).rowCount ?? 0;
+        const requeued = (await client.query(q.outboxFailedRequeue, [ids ?? null])).rowCount ?? 0;
+        if (requeued > 0) {
+          await client.query(q.outboxFailedRequeueDelete, [ids ?? null]);
+          await client.query(q.outboxFailedDelete, [ids ?? null]);
+        }
+        return pending + requeued;
+      });
     },
     async outboxDrop({ ids }) {
-      return withConnection(async (client) => (await client.query(q.outboxDrop, [ids])).rowCount ?? 0);
+      return inTransaction(async (client) => {
+        const dropped = (await client.query(q.outboxDrop, [ids])).rowCount ?? 0;
+        return dropped + ((await client.query(q.outboxFailedDelete, [ids])).rowCount ?? 0);
+      });
     },
     async outboxPruneSent({ sentBefore, limit }) {
       return withConnection(

@@ -57,3 +57,30 @@ export function resolveTables(options: TableOptions = {}, dialect: "postgres" | 
     index: (suffix) => `"${prefix}${suffix}"`,
   };
 }
+
+/** The WAL mode's replication slot and publication (PostgreSQL). */
+export interface WalOptions {
+  /** The replication slot. Slots are per cluster: name it when several databases of one cluster
+   * run a WAL outbox. Default `<prefix>outbox_<schema>`. */
+  slotName?: string;
+  /** The publication of the outbox table's inserts. Default `<prefix>outbox_<schema>`. */
+  publicationName?: string;
+}
+
+export interface WalNames {
+  readonly slot: string;
+  readonly publication: string;
+}
+
+export function resolveWalNames(tables: Tables, options: WalOptions = {}): WalNames {
+  const fallback = `${tables.prefix}outbox_${tables.schema}`.slice(0, outboxLimits.walNameLengthMax);
+  const names = { slot: options.slotName ?? fallback, publication: options.publicationName ?? fallback };
+  for (const [what, name] of Object.entries(names)) {
+    if (!identifierPattern.test(name) || name.length > outboxLimits.walNameLengthMax) {
+      throw new TypeError(
+        `outbox ${what} name ${JSON.stringify(name)}: lower-case letters, digits and _, at most ${outboxLimits.walNameLengthMax}`,
+      );
+    }
+  }
+  return names;
+}

@@ -1,6 +1,11 @@
 /**
  * writeOutbox: the event goes into the outbox table with the application's own transaction, so it
  * exists exactly when the application's change does. The relay publishes it after the commit.
+ *
+ * For the WAL relay (`mode: "wal"`, PostgreSQL) the row is inserted and deleted again in the same
+ * transaction, as Debezium's outbox does: the insert is in the WAL, which the relay reads through its
+ * slot, and the table stays empty. No key lock is taken then: logical decoding hands transactions over
+ * in commit order, which is the order per key.
  */
 import type { Database as SqliteDatabase } from "better-sqlite3";
 import type { Client as PgClient, PoolClient } from "pg";
@@ -15,6 +20,9 @@ import { uuid7 } from "./uuid7.js";
 export interface WriteOutboxOptions extends TableOptions {
   /** When the event was written (ms); default now. Used for the oldest-pending age and latency. */
   now?: number;
+  /** "poll" (default): the row stays until the relay marks it sent. "wal": the row is deleted in the
+   * same transaction, for a relay in WAL mode (PostgreSQL only). Use one mode per outbox. */
+  mode?: "poll" | "wal";
 }
 
 export interface WrittenEvent {
@@ -47,6 +55,7 @@ export function writeOutbox(
   const id = uuid7(now);
   const values = eventInsertValues(event, id, now);
   if (isSqliteDatabase(tx)) {
+    if (options.mode === "wal") throw new TypeError("writeOutbox: the WAL mode needs PostgreSQL");
     const tables = resolveTables(options, "sqlite");
     tx.prepare(sqliteQueries(tables).outboxInsert).run(...values);
     return { id };
@@ -54,6 +63,11 @@ export function writeOutbox(
   const tables = resolveTables(options, "postgres");
   const q = postgresQueries(tables);
   return (async () => {
+    if (options.mode === "wal") {
+      await tx.query(q.outboxInsert, values);
+      await tx.query(q.outboxDeleteInserted, [id]);
+      return { id };
+    }
     await tx.query(q.outboxKeyLock, [`${tables.schema}.${tables.prefix}outbox:${values[4]}`]);
     await tx.query(q.outboxInsert, values);
     return { id };

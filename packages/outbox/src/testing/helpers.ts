@@ -1,4 +1,5 @@
 /** Small helpers of the outbox's end-to-end tests: child processes, waits for a condition, writes. */
+import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { HopperClient, type ReceivedMessage } from "@hopper/client";
@@ -76,7 +77,7 @@ export async function waitFor<T>(
 export async function writeEvents(
   opened: OpenedDatabase,
   events: OutboxEvent[],
-  tables: TableOptions,
+  tables: TableOptions & { mode?: "poll" | "wal" },
 ): Promise<string[]> {
   if (opened.dialect === "sqlite") {
     const db = opened.db as Database;
@@ -113,4 +114,70 @@ export async function receiveAll(url: string, queue: string, count: number): Pro
   } finally {
     await hopper.close();
   }
+}
+
+/** Asserts that each key's messages were stored with bodies `{ n }` counting 0, 1, … `perKey - 1`. */
+export function assertOrderPerKey(messages: ReceivedMessage[], keys: string[], perKey: number): void {
+  // Server ids are UUIDv7 that increase in store order: sorted by them, the order stored.
+  const stored = [...messages].sort((left, right) => (left.id < right.id ? -1 : 1));
+  const expected = Array.from({ length: perKey }, (_, n) => n);
+  for (const key of keys) {
+    const sequence = stored
+      .filter((message) => message.key === key)
+      .map((message) => (message.body as { n: number }).n);
+    assert.deepEqual(sequence, expected, `key ${key} in order`);
+  }
+}
+
+/** A topic exchange `<queue>.events` whose `order.*` routing keys reach `queue`. */
+export async function routeToQueue(hopper: HopperClient, queue: string): Promise<string> {
+  await hopper.putExchange(`${queue}.events`, { type: "topic" });
+  await hopper.bind(`${queue}.events`, { queue, pattern: "order.*" });
+  return `${queue}.events`;
+}
+
+/** A queue that refuses bodies over 1 KiB, and the events of the poison tests: key a's first event is
+ * too large, one more of key a and two of key b behind it. */
+export async function poisonQueueEvents(hopper: HopperClient, queue: string): Promise<OutboxEvent[]> {
+  await hopper.putQueue(queue, { maxMessageBytes: 1024 });
+  return [
+    { destination: { queue }, key: "a", body: { big: "x".repeat(2000) } },
+    { destination: { queue }, key: "a", body: { n: 2 } },
+    { destination: { queue }, key: "b", body: { n: 1 } },
+    { destination: { queue }, key: "b", body: { n: 2 } },
+  ];
+}
+
+/** Fetches `url` until its body matches `pattern` (a relay process's /metrics coming up); answers the body. */
+export async function fetchUntil(url: string, pattern: RegExp): Promise<string> {
+  return waitFor(`${url} to show ${pattern}`, async () => {
+    const body = await fetch(url).then(
+      (response) => response.text(),
+      () => "",
+    );
+    return pattern.test(body) ? body : undefined;
+  });
+}
+
+/** Starts `hopper-outbox` with `args` as a process of its own; `stop()` sends SIGTERM and waits. */
+export function spawnOutboxCommand(args: string[]): {
+  /** Resolves with the exit code once the command ended by itself. */
+  exited: Promise<number | null>;
+  stop(): Promise<number | null>;
+  output(): string;
+} {
+  const bin = fileURLToPath(new URL("../../bin/hopper-outbox.js", import.meta.url));
+  const child = spawn(process.execPath, [bin, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return {
+    exited,
+    output: () => output,
+    async stop() {
+      if (child.exitCode === null) child.kill("SIGTERM");
+      return exited;
+    },
+  };
 }

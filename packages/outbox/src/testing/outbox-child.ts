@@ -8,6 +8,8 @@
  *   OUTBOX_TEST_DB        sqlite:<file> or postgres://…; OUTBOX_TEST_SCHEMA the PostgreSQL schema
  *   OUTBOX_TEST_PAUSE_AT  after-commit (app), before-publish or after-confirm (relay)
  *   OUTBOX_TEST_HOPPER_URL
+ *   OUTBOX_TEST_MODE      "wal": the application writes with insert-and-delete and the relay tails
+ *                         the slot (PostgreSQL); otherwise polling
  *
  * Lines printed: `paused <point> <ids as JSON>` once paused.
  */
@@ -22,6 +24,7 @@ import { writeOutbox } from "../write-outbox.js";
 const env = process.env;
 const tables: TableOptions = env.OUTBOX_TEST_SCHEMA ? { schema: env.OUTBOX_TEST_SCHEMA } : {};
 const pauseAt = env.OUTBOX_TEST_PAUSE_AT;
+const mode = env.OUTBOX_TEST_MODE === "wal" ? "wal" : "poll";
 
 /** Says where it stopped and waits for the kill (an interval keeps the process alive). */
 function pause(point: string, ids: string[]): Promise<never> {
@@ -42,7 +45,7 @@ if (env.OUTBOX_TEST_ROLE === "app") {
   } else {
     const client = await (opened.db as Pool).connect();
     await client.query("BEGIN");
-    for (const event of events) ids.push((await writeOutbox(client, event, tables)).id);
+    for (const event of events) ids.push((await writeOutbox(client, event, { ...tables, mode })).id);
     await client.query("COMMIT");
   }
   if (pauseAt === "after-commit") await pause("after-commit", ids);
@@ -56,7 +59,7 @@ if (env.OUTBOX_TEST_ROLE === "app") {
       );
   };
   startRelay(
-    { db: opened.db, hopper: { url: env.OUTBOX_TEST_HOPPER_URL as string }, ...tables },
+    { db: opened.db, hopper: { url: env.OUTBOX_TEST_HOPPER_URL as string }, ...tables, mode },
     { beforePublish: at("before-publish"), afterConfirm: at("after-confirm") },
   );
 }
