@@ -10,6 +10,7 @@ import type { ClusterLink } from "./cluster-link.js";
 import type { ExchangeStore } from "./exchange-store.js";
 import type { InboxStore } from "./inbox-store.js";
 import type { QueueStore } from "./queue-store.js";
+import type { StreamStore } from "./stream-store.js";
 
 /** How durable an embedded store's answer is. "fsync": it survives power loss. "os": it is written to
  * the OS, which flushes later; a process crash loses nothing, a power loss may lose the last writes. */
@@ -48,7 +49,8 @@ export type Applied = (results: ReceiptResult[]) => void;
  * (a send, a nack, a hand-back), a queue was created, updated or deleted, or an exchange or its
  * bindings changed, or a signal was published through another node; `inbox`: entries were appended
  * to those recipients' logs of an inbox namespace (null: to recipients too many to name in one
- * notification, or the namespace was created or deleted), so their subscribers look again. `resync`
+ * notification, or the namespace was created or deleted), so their subscribers look again; `stream`:
+ * records were appended to those partitions of a stream, so its waiting fetches look again. `resync`
  * says changes may have been missed (the store reconnected), so everything cached or waiting should
  * look again.
  */
@@ -58,6 +60,7 @@ export type StoreEvent =
   | { kind: "exchange"; exchange: string }
   | { kind: "signal"; channel: string; dataJson: string }
   | { kind: "inbox"; inbox: string; recipients: string[] | null }
+  | { kind: "stream"; stream: string; partitions: number[] }
   | { kind: "resync" };
 
 /**
@@ -65,7 +68,7 @@ export type StoreEvent =
  * entity (streams, inboxes) adds its interface here, one file per store implements it, and the
  * conformance suite gets one section for it.
  */
-export interface Store extends QueueStore, ExchangeStore, InboxStore, ClusterLink {
+export interface Store extends QueueStore, ExchangeStore, InboxStore, StreamStore, ClusterLink {
   /**
    * True when writes commit in the order they are called and a write called in the same turn of the
    * event loop as an earlier one commits with it (SQLite's group commit). Then a long poll woken as a

@@ -12,11 +12,14 @@ import type { Random } from "../../random.js";
 import type { InboxStore } from "../inbox-store.js";
 import type { QueueStore } from "../queue-store.js";
 import type { Applied, QueueListPage, QueueSend, SendOutcome, Store, StoreEvent } from "../store.js";
+import type { StreamStore } from "../stream-store.js";
 import { EmbeddedExchanges } from "./exchanges.js";
 import type { InboxRows, InboxSlot } from "./inbox-rows.js";
 import { EmbeddedInboxes } from "./inboxes.js";
 import { EmbeddedQueues, type LeaseOutcome } from "./queues.js";
 import type { ExchangeRows, ExchangeSlot, MessageSlot, QueueRows, QueueSlot } from "./rows.js";
+import type { StreamRows, StreamSlot } from "./stream-rows.js";
+import { EmbeddedStreams } from "./streams.js";
 
 /** How a store runs the engine's work: each call one atomic write, or a read of committed state. */
 export interface EmbeddedRunner {
@@ -40,6 +43,7 @@ export abstract class EmbeddedStore<
   M extends MessageSlot,
   X extends ExchangeSlot,
   N extends InboxSlot,
+  S extends StreamSlot,
 > implements Store
 {
   /** One writer: writes commit in the order they are called. */
@@ -47,9 +51,15 @@ export abstract class EmbeddedStore<
   private readonly queues: EmbeddedQueues<Q, M>;
   private readonly exchanges: EmbeddedExchanges<X>;
   private readonly inboxes: EmbeddedInboxes<N>;
+  private readonly streams: EmbeddedStreams<S>;
 
   protected constructor(
-    rows: { queues: QueueRows<Q, M>; exchanges: ExchangeRows<X>; inboxes: InboxRows<N> },
+    rows: {
+      queues: QueueRows<Q, M>;
+      exchanges: ExchangeRows<X>;
+      inboxes: InboxRows<N>;
+      streams: StreamRows<S>;
+    },
     private readonly runner: EmbeddedRunner,
     random: Random,
   ) {
@@ -57,6 +67,7 @@ export abstract class EmbeddedStore<
     this.queues = new EmbeddedQueues(rows.queues, random);
     this.exchanges = new EmbeddedExchanges(rows.exchanges);
     this.inboxes = new EmbeddedInboxes(rows.inboxes);
+    this.streams = new EmbeddedStreams(rows.streams);
   }
 
   private readonly queueRows: QueueRows<Q, M>;
@@ -312,5 +323,35 @@ export abstract class EmbeddedStore<
 
   inboxSweep(params: Parameters<InboxStore["inboxSweep"]>[0]): ReturnType<InboxStore["inboxSweep"]> {
     return this.runner.write(() => this.inboxes.sweep(params), { weight: params.max });
+  }
+
+  // ---- streams
+
+  streamUpsert(params: Parameters<StreamStore["streamUpsert"]>[0]): ReturnType<StreamStore["streamUpsert"]> {
+    return this.runner.write(() => this.streams.upsert(params));
+  }
+
+  streamGet(params: { name: string }): ReturnType<StreamStore["streamGet"]> {
+    return this.runner.read(() => this.streams.get(params.name));
+  }
+
+  streamList(): ReturnType<StreamStore["streamList"]> {
+    return this.runner.read(() => this.streams.list());
+  }
+
+  streamDelete(params: { name: string }): Promise<{ removed: number }> {
+    return this.runner.write(() => this.streams.delete(params.name));
+  }
+
+  streamAppend(params: Parameters<StreamStore["streamAppend"]>[0]): ReturnType<StreamStore["streamAppend"]> {
+    return this.runner.write(() => this.streams.append(params), { weight: params.records.length });
+  }
+
+  streamRead(params: Parameters<StreamStore["streamRead"]>[0]): ReturnType<StreamStore["streamRead"]> {
+    return this.runner.read(() => this.streams.read(params));
+  }
+
+  streamSweep(params: Parameters<StreamStore["streamSweep"]>[0]): ReturnType<StreamStore["streamSweep"]> {
+    return this.runner.write(() => this.streams.sweep(params), { weight: params.max });
   }
 }

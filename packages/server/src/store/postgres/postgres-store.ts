@@ -19,6 +19,7 @@ import { PostgresInboxStore } from "./inbox-store.js";
 import { QueueContext } from "./queue-context.js";
 import { PostgresQueueStore } from "./queue-store.js";
 import { checkSchemaName } from "./schema.js";
+import { PostgresStreamStore } from "./stream-store.js";
 
 export interface PostgresStoreOptions {
   /** A postgres:// connection string. */
@@ -46,6 +47,7 @@ export class PostgresStore implements Store {
   private readonly queues: PostgresQueueStore;
   private readonly exchanges: PostgresExchangeStore;
   private readonly inboxes: PostgresInboxStore;
+  private readonly streams: PostgresStreamStore;
 
   private constructor(options: PostgresStoreOptions, schema: string) {
     this.schema = schema;
@@ -63,6 +65,7 @@ export class PostgresStore implements Store {
     this.queues = new PostgresQueueStore(context);
     this.exchanges = new PostgresExchangeStore(context);
     this.inboxes = new PostgresInboxStore(this.db, this.link);
+    this.streams = new PostgresStreamStore(this.db, this.link);
   }
 
   /** Connects, creates the schema and applies migrations, then starts listening. */
@@ -243,5 +246,35 @@ export class PostgresStore implements Store {
 
   inboxSweep(params: Params<"inboxSweep">) {
     return this.inboxes.inboxSweep(params);
+  }
+
+  // Streams (stream-store.ts).
+
+  streamUpsert(params: Params<"streamUpsert">) {
+    return this.streams.streamUpsert(params);
+  }
+
+  streamGet(params: Params<"streamGet">) {
+    return this.streams.streamGet(params);
+  }
+
+  streamList() {
+    return this.streams.streamList();
+  }
+
+  streamDelete(params: Params<"streamDelete">) {
+    return this.streams.streamDelete(params);
+  }
+
+  streamAppend(params: Params<"streamAppend">) {
+    return this.streams.streamAppend(params);
+  }
+
+  streamRead(params: Params<"streamRead">) {
+    return this.streams.streamRead(params);
+  }
+
+  streamSweep(params: Params<"streamSweep">) {
+    return this.streams.streamSweep(params);
   }
 }

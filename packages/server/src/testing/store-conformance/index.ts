@@ -15,6 +15,7 @@ import { atomicityTests, leaseTests } from "./queue-lease.js";
 import { atMostOnceTests, deduplicationTests, overflowTests } from "./queue-policies.js";
 import { redriveTests } from "./queue-redrive.js";
 import { sendAndDepthTests } from "./queue-send.js";
+import { streamTests } from "./streams.js";
 
 export type { StoreFactory } from "./harness.js";
 
@@ -40,4 +41,5 @@ export function exerciseStore(factory: StoreFactory): void {
     redriveTests(suite);
   });
   inboxTests(factory);
+  streamTests(factory);
 }
