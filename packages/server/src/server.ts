@@ -10,6 +10,7 @@ import { inboxSubscriptionSource } from "./broker/inbox-subscription.js";
 import { InboxBroker, type InboxBrokerStore } from "./broker/inboxes.js";
 import { QueueBroker } from "./broker/queues.js";
 import { SignalHub } from "./broker/signals.js";
+import { StreamBroker } from "./broker/streams.js";
 import { type Clock, systemClock } from "./clock.js";
 import { limits } from "./limits.js";
 import { Metrics } from "./observability/metrics.js";
@@ -53,6 +54,7 @@ export interface RunningServer {
   broker: QueueBroker;
   exchanges: ExchangeBroker;
   inboxes: InboxBroker;
+  streams: StreamBroker;
   store: Store;
   apiKeys: ApiKeys;
   close(): Promise<void>;
@@ -87,6 +89,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const inboxStore: InboxBrokerStore = store;
   const inboxes = new InboxBroker(inboxStore, clock, random);
   inboxes.start();
+  const streams = new StreamBroker(store, clock);
+  streams.start();
   const apiKeys = new ApiKeys(options.apiKeys ?? []);
   const metrics = new Metrics(
     broker,
@@ -94,7 +98,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     store instanceof SqliteStore || store instanceof LogStore ? store : undefined,
     inboxes,
   );
-  const app = await buildHttpApp({ broker, exchanges, inboxes, apiKeys, metrics, logger });
+  const app = await buildHttpApp({ broker, exchanges, inboxes, streams, apiKeys, metrics, logger });
   const signals = new SignalHub(store, (error) => console.warn("signal not handed to other nodes", error));
   await registerWebSocketEndpoint(app, {
     broker,
@@ -115,12 +119,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     broker,
     exchanges,
     inboxes,
+    streams,
     store,
     apiKeys,
     close() {
       closing ??= (async () => {
         broker.stop();
         inboxes.stop();
+        streams.stop();
         // Long polls answer at once on stop; a connection still open after the grace period is a
         // keep-alive straggler, and is cut so that shutdown is bounded.
         const cutStragglers = setTimeout(() => app.server.closeAllConnections(), limits.shutdownGraceMs);
