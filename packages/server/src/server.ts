@@ -84,12 +84,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     error: (obj, msg) => console.error(msg, obj),
   });
   await broker.start();
-  const exchanges = new ExchangeBroker(store, clock, broker.router, broker);
+  const streams = new StreamBroker(store, clock, undefined, broker.router);
+  const exchanges = new ExchangeBroker(store, clock, broker.router, broker, streams);
   // The stores gain InboxStore one by one; the embedded ones have it.
   const inboxStore: InboxBrokerStore = store;
   const inboxes = new InboxBroker(inboxStore, clock, random);
   inboxes.start();
-  const streams = new StreamBroker(store, clock);
   streams.start();
   const apiKeys = new ApiKeys(options.apiKeys ?? []);
   const metrics = new Metrics(

@@ -28,6 +28,8 @@ import type { StreamStore } from "../store/stream-store.js";
 import { checkHeaders } from "./inboxes.js";
 import { PeriodicPass } from "./periodic-pass.js";
 import { checkName, type Logger } from "./queue-context.js";
+import type { OutgoingMessage } from "./queues.js";
+import type { Router } from "./router.js";
 
 /** What a stream broker needs of the store: the streams, and the cluster's housekeeping leader. */
 export type StreamBrokerStore = StreamStore & Pick<ClusterLink, "housekeepingLeader" | "watch">;
@@ -65,6 +67,8 @@ export class StreamBroker {
     private readonly store: StreamBrokerStore,
     private readonly clock: Clock,
     log: Logger = { info: () => {}, warn: console.warn, error: console.error },
+    /** The exchange router, whose cached bindings a deleted stream takes with it. */
+    private readonly router?: Pick<Router, "invalidate">,
   ) {
     this.retention = new PeriodicPass(
       clock,
@@ -122,7 +126,30 @@ export class StreamBroker {
     checkName(name);
     const result = await this.store.streamDelete({ name });
     this.roundRobin.delete(name);
+    this.router?.invalidate();
     return result;
+  }
+
+  /** The record an exchange publish appends to `stream` for `message` (its partition by key, else round
+   * robin). Throws stream_not_found. */
+  async recordOf(stream: string, message: OutgoingMessage): Promise<NewStreamRecord> {
+    const { partitions } = await this.getStream(stream);
+    return {
+      partition: this.partitionOf(stream, message.key, partitions.length),
+      body: message.body,
+      contentType: message.contentType,
+      headers: message.headers ?? {},
+      key: message.key ?? null,
+      dedupId: message.dedupId ?? null,
+    };
+  }
+
+  /** A record's partition: its key's stable hash, or the stream's next in round robin. */
+  private partitionOf(stream: string, key: string | undefined, partitions: number): number {
+    if (key !== undefined) return partitionOfKey(key, partitions);
+    const partition = (this.roundRobin.get(stream) ?? 0) % partitions;
+    this.roundRobin.set(stream, (partition + 1) % partitions);
+    return partition;
   }
 
   /**
@@ -192,11 +219,8 @@ export class StreamBroker {
           { stream, partition: record.partition, partitions, where },
         );
       partition = record.partition;
-    } else if (record.key !== undefined) {
-      partition = partitionOfKey(record.key, partitions);
     } else {
-      partition = (this.roundRobin.get(stream) ?? 0) % partitions;
-      this.roundRobin.set(stream, (partition + 1) % partitions);
+      partition = this.partitionOf(stream, record.key, partitions);
     }
     return {
       partition,

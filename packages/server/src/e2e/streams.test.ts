@@ -175,6 +175,62 @@ for (const store of e2eStores) {
     }
   });
 
+  test(`streams (${store.name}): a publish appends to a bound stream with its queue copies`, {
+    skip: store.skip,
+  }, async () => {
+    const opened = await store.open("stream_bind");
+    const server = await startServerProcess(opened.options);
+    try {
+      assert.equal((await call(server, "PUT", "/v1/exchanges/events", { type: "topic" })).status, 201);
+      assert.equal((await call(server, "PUT", "/v1/queues/mail", {})).status, 201);
+      assert.equal((await call(server, "PUT", "/v1/streams/audit", { partitions: 2 })).status, 201);
+      const bind = (body: object) => call(server, "PUT", "/v1/exchanges/events/bindings", body);
+      assertError(await bind({ stream: "nope", pattern: "#" }), 404, "stream_not_found");
+      assert.equal((await bind({ stream: "audit", pattern: "order.#" })).status, 201);
+      assert.equal((await bind({ queue: "mail", pattern: "order.paid" })).status, 201);
+      const publish = async (messages: object[]) =>
+        results(await call(server, "POST", "/v1/exchanges/events/publish", { messages })) as {
+          routed: number;
+        }[];
+      const published = await publish([
+        { routingKey: "order.paid", key: "o1", body: { n: 1 } },
+        { routingKey: "order.shipped", key: "o1", body: { n: 2 } },
+      ]);
+      assert.deepEqual(
+        published.map((result) => result.routed),
+        [2, 1],
+        "a stream record counts as a destination",
+      );
+      const [partition] = (await appendRecords(server, "audit", [{ key: "o1", body: 0 }])).map(
+        (r) => r.partition,
+      );
+      const replay = await readAll(server, "audit", partition as number);
+      assert.deepEqual(
+        replay.map((record) => [record.key, record.body]),
+        [
+          ["o1", { n: 1 }],
+          ["o1", { n: 2 }],
+          ["o1", 0],
+        ],
+      );
+      const queue = (await call(server, "GET", "/v1/queues/mail")).body as { stats: { available: number } };
+      assert.equal(queue.stats.available, 1);
+      assert.equal((await call(server, "DELETE", "/v1/streams/audit")).status, 204);
+      const exchange = (await call(server, "GET", "/v1/exchanges/events")).body as { bindings: unknown[] };
+      assert.equal(exchange.bindings.length, 1, "the stream's binding went with it");
+      const [refused] = results(
+        await call(server, "POST", "/v1/exchanges/events/publish", {
+          messages: [{ routingKey: "order.shipped", body: 1 }],
+          mandatory: true,
+        }),
+      );
+      assert.equal((refused as { error: { code: string } }).error.code, "unroutable");
+    } finally {
+      await server.stop();
+      await opened.close();
+    }
+  });
+
   test(`streams (${store.name}): after kill -9 every confirmed append is there, in order`, {
     skip: store.skip,
   }, async () => {

@@ -6,6 +6,7 @@
  */
 import type { LeasedMessage, NewMessage, ReceiptResult } from "../model/message.js";
 import type { Handoff, SendPolicy } from "../model/policies.js";
+import type { NewStreamRecord } from "../model/stream.js";
 import type { ClusterLink } from "./cluster-link.js";
 import type { ExchangeStore } from "./exchange-store.js";
 import type { InboxStore } from "./inbox-store.js";
@@ -30,6 +31,12 @@ export interface QueueSend {
   handoff?: Handoff;
 }
 
+/** One stream's part of an exchange publish: its records, partitions chosen (queueSendMany's appends). */
+export interface StreamAppendCopy {
+  stream: string;
+  records: NewStreamRecord[];
+}
+
 /** What a send stored in one queue: the id standing for each message, and what it handed off. */
 export interface SendOutcome {
   ids: string[];
@@ -50,7 +57,8 @@ export type Applied = (results: ReceiptResult[]) => void;
  * bindings changed, or a signal was published through another node; `inbox`: entries were appended
  * to those recipients' logs of an inbox namespace (null: to recipients too many to name in one
  * notification, or the namespace was created or deleted), so their subscribers look again; `stream`:
- * records were appended to those partitions of a stream, so its waiting fetches look again. `resync`
+ * records were appended to those partitions of a stream, so its waiting fetches look again (null: the
+ * stream was deleted, and the bindings to it with it). `resync`
  * says changes may have been missed (the store reconnected), so everything cached or waiting should
  * look again.
  */
@@ -60,7 +68,7 @@ export type StoreEvent =
   | { kind: "exchange"; exchange: string }
   | { kind: "signal"; channel: string; dataJson: string }
   | { kind: "inbox"; inbox: string; recipients: string[] | null }
-  | { kind: "stream"; stream: string; partitions: number[] }
+  | { kind: "stream"; stream: string; partitions: number[] | null }
   | { kind: "resync" };
 
 /**

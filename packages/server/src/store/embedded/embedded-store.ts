@@ -11,7 +11,15 @@ import type { QueueAttributes, QueueDepth, QueueKind, QueueRecord } from "../../
 import type { Random } from "../../random.js";
 import type { InboxStore } from "../inbox-store.js";
 import type { QueueStore } from "../queue-store.js";
-import type { Applied, QueueListPage, QueueSend, SendOutcome, Store, StoreEvent } from "../store.js";
+import type {
+  Applied,
+  QueueListPage,
+  QueueSend,
+  SendOutcome,
+  Store,
+  StoreEvent,
+  StreamAppendCopy,
+} from "../store.js";
 import type { StreamStore } from "../stream-store.js";
 import { EmbeddedExchanges } from "./exchanges.js";
 import type { InboxRows, InboxSlot } from "./inbox-rows.js";
@@ -64,13 +72,15 @@ export abstract class EmbeddedStore<
     random: Random,
   ) {
     this.queueRows = rows.queues;
+    this.exchangeRows = rows.exchanges;
     this.queues = new EmbeddedQueues(rows.queues, random);
-    this.exchanges = new EmbeddedExchanges(rows.exchanges);
+    this.exchanges = new EmbeddedExchanges(rows.exchanges, (name) => rows.streams.stream(name) !== undefined);
     this.inboxes = new EmbeddedInboxes(rows.inboxes);
     this.streams = new EmbeddedStreams(rows.streams);
   }
 
   private readonly queueRows: QueueRows<Q, M>;
+  private readonly exchangeRows: ExchangeRows<X>;
 
   abstract ping(): Promise<void>;
   abstract close(): Promise<void>;
@@ -158,9 +168,21 @@ export abstract class EmbeddedStore<
     );
   }
 
-  queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<SendOutcome[]> {
+  queueSendMany(params: {
+    sends: QueueSend[];
+    now: number;
+    appends?: StreamAppendCopy[];
+  }): Promise<SendOutcome[]> {
     const weight = params.sends.reduce((total, send) => total + send.messages.length, 0);
-    return this.runner.write(() => this.queues.send(params.sends, params.now), { weight });
+    const { appends = [], now } = params;
+    return this.runner.write(
+      () => {
+        const outcomes = this.queues.send(params.sends, now);
+        for (const { stream, records } of appends) this.streams.append({ name: stream, records, now });
+        return outcomes;
+      },
+      { weight },
+    );
   }
 
   async queueLease(params: Parameters<QueueStore["queueLease"]>[0]): Promise<{
@@ -339,8 +361,13 @@ export abstract class EmbeddedStore<
     return this.runner.read(() => this.streams.list());
   }
 
+  /** Deletes the stream and the bindings to it. */
   streamDelete(params: { name: string }): Promise<{ removed: number }> {
-    return this.runner.write(() => this.streams.delete(params.name));
+    return this.runner.write(() => {
+      const removed = this.streams.delete(params.name);
+      this.exchangeRows.bindingsRemoveTo({ kind: "stream", name: params.name });
+      return removed;
+    });
   }
 
   streamAppend(params: Parameters<StreamStore["streamAppend"]>[0]): ReturnType<StreamStore["streamAppend"]> {

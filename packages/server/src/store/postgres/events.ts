@@ -42,8 +42,8 @@ interface Payload {
   q?: string;
   /** An inbox event's recipients; absent or null: the whole namespace. */
   r?: string[] | null;
-  /** A stream event's partitions. */
-  p?: number[];
+  /** A stream event's partitions; absent or null: the stream was deleted. */
+  p?: number[] | null;
   /** A signal's data, as JSON text. */
   d?: string;
   /** The node a `welcome` answers; absent from nodes of earlier versions, whose welcomes all resync. */
@@ -188,7 +188,8 @@ export class StoreEvents {
     else if (payload.k === "signal")
       this.emit({ kind: "signal", channel: name, dataJson: payload.d ?? "null" });
     else if (payload.k === "inbox") this.emit({ kind: "inbox", inbox: name, recipients: payload.r ?? null });
-    else if (payload.k === "stream") this.emit({ kind: "stream", stream: name, partitions: payload.p ?? [] });
+    else if (payload.k === "stream")
+      this.emit({ kind: "stream", stream: name, partitions: payload.p ?? null });
     else this.emit({ kind: payload.k, queue: name });
   }
 

@@ -61,11 +61,13 @@ export class PostgresStore implements Store {
       ...(options.presenceIntervalMs === undefined ? {} : { presenceIntervalMs: options.presenceIntervalMs }),
       ...(options.now === undefined ? {} : { now: options.now }),
     });
-    const context = new QueueContext(this.db, this.link, options.random);
+    this.streams = new PostgresStreamStore(this.db, this.link);
+    const context = new QueueContext(this.db, this.link, options.random, (client, params) =>
+      this.streams.appends.appendIn(client, params),
+    );
     this.queues = new PostgresQueueStore(context);
     this.exchanges = new PostgresExchangeStore(context);
     this.inboxes = new PostgresInboxStore(this.db, this.link);
-    this.streams = new PostgresStreamStore(this.db, this.link);
   }
 
   /** Connects, creates the schema and applies migrations, then starts listening. */

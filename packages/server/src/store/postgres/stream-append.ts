@@ -44,42 +44,48 @@ export class StreamAppends {
   streamAppend(params: { name: string; records: readonly NewStreamRecord[]; now: number }): Promise<{
     results: StreamAppendResult[];
   }> {
-    return this.db.transaction(async (client) => {
-      const stream = await lockStreamShared(client, params.name);
-      for (const record of params.records) {
-        if (
-          !Number.isSafeInteger(record.partition) ||
-          record.partition < 0 ||
-          record.partition >= stream.partitions
-        )
-          throw partitionNotFound(params.name, record.partition, stream.partitions);
-      }
-      const streamId = stream.stream_id;
-      const remembered = await this.claimDedupIds(client, streamId, stream.attributes, params);
-      // Which records are duplicates (of a remembered id, or of one earlier in the call), which are new.
-      const firstInCall = new Map<string, number>();
-      const duplicateOf: (number | { partition: number; offset: number } | undefined)[] = params.records.map(
-        (record, index) => {
-          if (record.dedupId === null || stream.attributes.dedupWindowMs === 0) return undefined;
-          const earlier = remembered.get(record.dedupId) ?? firstInCall.get(record.dedupId);
-          if (earlier === undefined) firstInCall.set(record.dedupId, index);
-          return earlier;
-        },
-      );
-      const locked = new Set<number>();
-      params.records.forEach((record, index) => {
-        const duplicate = duplicateOf[index];
-        if (duplicate === undefined) locked.add(record.partition);
-        else if (typeof duplicate !== "number") locked.add(duplicate.partition);
-      });
-      const heads = new Map<number, HeadRow>();
-      const headRows = await client.query<HeadRow>(sql.streamPartitionsLock, [
-        streamId,
-        [...locked].sort((a, b) => a - b),
-      ]);
-      for (const row of headRows.rows) heads.set(row.partition, row);
-      return { results: await this.write(client, streamId, params, duplicateOf, heads) };
+    return this.db.transaction(async (client) => ({ results: await this.appendIn(client, params) }));
+  }
+
+  /** The append, inside the transaction on `client` (an exchange publish's queue copies share it). */
+  async appendIn(
+    client: Client,
+    params: { name: string; records: readonly NewStreamRecord[]; now: number },
+  ): Promise<StreamAppendResult[]> {
+    const stream = await lockStreamShared(client, params.name);
+    for (const record of params.records) {
+      if (
+        !Number.isSafeInteger(record.partition) ||
+        record.partition < 0 ||
+        record.partition >= stream.partitions
+      )
+        throw partitionNotFound(params.name, record.partition, stream.partitions);
+    }
+    const streamId = stream.stream_id;
+    const remembered = await this.claimDedupIds(client, streamId, stream.attributes, params);
+    // Which records are duplicates (of a remembered id, or of one earlier in the call), which are new.
+    const firstInCall = new Map<string, number>();
+    const duplicateOf: (number | { partition: number; offset: number } | undefined)[] = params.records.map(
+      (record, index) => {
+        if (record.dedupId === null || stream.attributes.dedupWindowMs === 0) return undefined;
+        const earlier = remembered.get(record.dedupId) ?? firstInCall.get(record.dedupId);
+        if (earlier === undefined) firstInCall.set(record.dedupId, index);
+        return earlier;
+      },
+    );
+    const locked = new Set<number>();
+    params.records.forEach((record, index) => {
+      const duplicate = duplicateOf[index];
+      if (duplicate === undefined) locked.add(record.partition);
+      else if (typeof duplicate !== "number") locked.add(duplicate.partition);
     });
+    const heads = new Map<number, HeadRow>();
+    const headRows = await client.query<HeadRow>(sql.streamPartitionsLock, [
+      streamId,
+      [...locked].sort((a, b) => a - b),
+    ]);
+    for (const row of headRows.rows) heads.set(row.partition, row);
+    return this.write(client, streamId, params, duplicateOf, heads);
   }
 
   /**

@@ -97,7 +97,7 @@ export class PostgresStreamStore
 
   constructor(
     private readonly db: PostgresDatabase,
-    link: PostgresClusterLink,
+    private readonly link: PostgresClusterLink,
   ) {
     this.appends = new StreamAppends(db, link);
   }
@@ -163,6 +163,9 @@ export class PostgresStreamStore
         .rows[0];
       if (!stream) throw streamNotFound(params.name);
       const { rows } = await client.query<{ removed: number }>(sql.streamDeleteAll, [stream.stream_id]);
+      await client.query(sql.bindingDeleteByDestination, ["stream", params.name]);
+      // Every node drops its cached bindings, which may lead to this stream.
+      await this.link.announce(client, { kind: "stream", stream: params.name, partitions: null });
       return { removed: rows[0]?.removed ?? 0 };
     });
   }

@@ -1,14 +1,16 @@
 /**
  * The Store contract for streams (StreamStore, DESIGN.md §5): streams whose partitions grow and never
  * shrink, contiguous offsets per partition, dedupIds within a window, reads from an offset or a time
- * that refuse what is not retained, and retention by age, bytes and count.
+ * that refuse what is not retained, retention by age, bytes and count, and bindings from exchanges
+ * whose publishes append in the send's transaction.
  * Part of the Store conformance suite: store-conformance/index.ts runs it against every store.
  */
 import assert from "node:assert/strict";
 import { describe } from "node:test";
 import { HopperError } from "../../errors.js";
+import { noSendPolicy } from "../../model/policies.js";
 import { zeroStreamCounters } from "../../model/stream.js";
-import { rejectsWith, t0 } from "../conformance-fixtures.js";
+import { attributes, message, rejectsWith, t0 } from "../conformance-fixtures.js";
 import type { StoreFactory } from "./harness.js";
 import { bodyText, streamAttributes, streamRecord, streamSuite } from "./stream-harness.js";
 
@@ -20,6 +22,7 @@ export function streamTests(factory: StoreFactory): void {
     streamAppendTests(suite);
     streamReadTests(suite);
     streamRetentionTests(suite);
+    streamBindingTests(suite);
   });
 }
 
@@ -405,5 +408,56 @@ function streamRetentionTests(suite: ReturnType<typeof streamSuite>): void {
     await sweep(t0 + 60_000);
     const [again] = await append([streamRecord(0, { dedupId: "d" })], { now: t0 + 60_000 });
     assert.deepEqual(again, { partition: 0, offset: 1, duplicate: false });
+  });
+}
+
+/** Bindings from an exchange to a stream, and a publish's appends in the send's transaction. */
+export function streamBindingTests(suite: ReturnType<typeof streamSuite>): void {
+  const { store, streamTest, create, contents } = suite;
+  const bindToStream = (stream: string) =>
+    store.bindingUpsert({ exchange: "x", destination: { kind: "stream", name: stream }, pattern: "#" });
+
+  streamTest("a binding to a stream needs the stream, and goes when the stream is deleted", async () => {
+    await store.exchangeUpsert({ name: "x", type: "topic", alternate: null, now: t0 });
+    await rejectsWith(bindToStream("s"), "stream_not_found");
+    await create("s");
+    assert.deepEqual(await bindToStream("s"), { created: true });
+    assert.deepEqual(await bindToStream("s"), { created: false });
+    assert.deepEqual((await store.exchangeGet({ name: "x" }))?.bindings, [
+      { destination: { kind: "stream", name: "s" }, pattern: "#" },
+    ]);
+    await store.streamDelete({ name: "s" });
+    assert.deepEqual((await store.exchangeGet({ name: "x" }))?.bindings, []);
+  });
+
+  streamTest("a send's appends to streams commit with its queue copies, all or none", async () => {
+    await store.queueUpsert({ name: "q", kind: "standard", attributes, now: t0 });
+    await create("s", 2);
+    const send = (records: ReturnType<typeof streamRecord>[]) =>
+      store.queueSendMany({
+        sends: [{ queue: "q", messages: [message()], policy: noSendPolicy }],
+        now: t0,
+        appends: [{ stream: "s", records }],
+      });
+    await send([streamRecord(1, { body: "a" }), streamRecord(1, { body: "b" })]);
+    assert.deepEqual(await contents(1), [
+      [0, "a"],
+      [1, "b"],
+    ]);
+    assert.equal((await store.queueDepth({ name: "q", now: t0 })).available, 1);
+    await rejectsWith(send([streamRecord(0), streamRecord(5)]), "partition_not_found");
+    assert.equal(
+      (await store.queueDepth({ name: "q", now: t0 })).available,
+      1,
+      "the queue copy was not kept",
+    );
+    assert.deepEqual(await contents(0), []);
+    // Appends alone, with no queue, are a send too (a publish whose bindings lead only to streams).
+    await store.queueSendMany({
+      sends: [],
+      now: t0,
+      appends: [{ stream: "s", records: [streamRecord(0, { body: "c" })] }],
+    });
+    assert.deepEqual(await contents(0), [[0, "c"]]);
   });
 }
