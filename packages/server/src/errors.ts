@@ -55,6 +55,13 @@ export const errorCatalog = {
   },
   partitions_shrink: { status: 409, message: "A stream's partitions may grow, never shrink." },
   too_many_streams: { status: 429, message: "The server holds the most streams it allows." },
+  group_not_found: { status: 404, message: "The stream has no consumer group of that name." },
+  stale_generation: {
+    status: 409,
+    message: "The member no longer holds the partition in that generation: its lease moved.",
+  },
+  commit_beyond_fetched: { status: 400, message: "The commit names an offset beyond what was fetched." },
+  group_in_use: { status: 409, message: "Members hold partitions of the group; reset it with force." },
   too_many_tasks: { status: 429, message: "The server runs the most tasks it allows." },
   too_many_queues: { status: 429, message: "The server holds the most queues it allows." },
   too_many_waiters: { status: 429, message: "The server holds the most long polls it allows." },
@@ -183,6 +190,11 @@ export function offsetOutOfRange(offset: number, position: { oldest: number; nex
     `Offset ${offset} is outside the retained range [${position.oldest}, ${position.next}].`,
     { offset, oldest: position.oldest, next: position.next },
   );
+}
+
+/** The stream has no consumer group of that name. */
+export function groupNotFound(stream: string, group: string): HopperError {
+  return new HopperError("group_not_found", `Stream "${stream}" has no group "${group}".`, { stream, group });
 }
 
 /** The stream has more partitions than asked for, and partitions never go. */

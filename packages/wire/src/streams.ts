@@ -67,6 +67,59 @@ export const StreamRecordsQuery = Type.Object(
   strict,
 );
 
+// Consumer groups.
+
+export const GroupParams = Type.Object({ stream: Name, group: Name }, strict);
+
+const Member = Type.String({ pattern: limits.namePattern, maxLength: limits.streamMemberLengthMax });
+const Offset = Type.Integer({ minimum: 0 });
+
+export const FetchBody = Type.Object(
+  {
+    /** The member's id, chosen by the consumer: one per process (or per worker). */
+    member: Member,
+    max: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.streamReadLimitMax })),
+    /** With nothing to read, wait up to this long for an append. */
+    waitMs: Type.Optional(Ms(limits.waitMsMax)),
+    /** Where a partition with no committed offset starts: its oldest record (default) or its next. */
+    start: Type.Optional(Type.Union([Type.Literal("earliest"), Type.Literal("latest")])),
+  },
+  strict,
+);
+
+export const CommitBody = Type.Object(
+  {
+    member: Member,
+    /** The generation the member's fetch answered. */
+    generation: Type.Integer({ minimum: 0 }),
+    /** `offset`: the next offset to read (the one after the last record handled). */
+    offsets: Type.Array(Type.Object({ partition: Partition, offset: Offset }, strict), {
+      minItems: 1,
+      maxItems: limits.streamPartitionsMax,
+    }),
+  },
+  strict,
+);
+
+export const LeaveBody = Type.Object({ member: Member }, strict);
+
+/** A time as ISO-8601 or milliseconds since the epoch. */
+const Time = Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Offset]);
+
+export const ResetBody = Type.Object(
+  {
+    to: Type.Union([
+      Type.Literal("earliest"),
+      Type.Literal("latest"),
+      Type.Object({ offset: Offset, partition: Type.Optional(Partition) }, strict),
+      Type.Object({ time: Time }, strict),
+    ]),
+    /** Reset even while members hold partitions: their leases end, and their commits are refused. */
+    force: Type.Optional(Type.Boolean()),
+  },
+  strict,
+);
+
 // Answers.
 
 export const StreamAttributes = Type.Object({
@@ -124,7 +177,36 @@ export const StreamRecords = Type.Object({
   next: Count,
 });
 
+export const GroupInfo = Type.Object({
+  name: Type.String(),
+  generation: Count,
+  createdAt: Timestamp,
+  lastActiveAt: Timestamp,
+  members: Type.Array(
+    Type.Object({ member: Type.String(), lastSeenAt: Timestamp, partitions: Type.Array(Count) }),
+  ),
+  partitions: Type.Array(
+    Type.Object({
+      partition: Count,
+      holder: Type.Union([Type.String(), Type.Null()]),
+      generation: Count,
+      committed: Type.Union([Count, Type.Null()]),
+      lag: Count,
+    }),
+  ),
+});
+
+/** The answer of a group fetch. */
+export const FetchAnswer = Type.Object({ generation: Count, records: Type.Array(StreamRecordOut) });
+
 export type StreamParams = Static<typeof StreamParams>;
+export type GroupParams = Static<typeof GroupParams>;
+export type FetchBody = Static<typeof FetchBody>;
+export type CommitBody = Static<typeof CommitBody>;
+export type LeaveBody = Static<typeof LeaveBody>;
+export type ResetBody = Static<typeof ResetBody>;
+export type GroupInfo = Static<typeof GroupInfo>;
+export type FetchAnswer = Static<typeof FetchAnswer>;
 export type PartitionParams = Static<typeof PartitionParams>;
 export type PutStreamBody = Static<typeof PutStreamBody>;
 export type AppendRecord = Static<typeof AppendRecord>;

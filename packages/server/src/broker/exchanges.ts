@@ -145,6 +145,7 @@ export class ExchangeBroker {
       );
     const appends = await this.streamCopies(routed);
     const written = await this.queues.sendCopies(routed, appends);
+    for (const { stream } of appends) this.streams?.appended(stream);
     routed.forEach(({ index, streams }, i) => {
       const result = written[i];
       results[index] =

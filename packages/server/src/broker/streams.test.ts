@@ -114,3 +114,43 @@ test("retention runs on its timer: records past retentionMs go at the next pass,
     await store.close();
   }
 });
+
+test("a group fetch with waitMs waits for an append, and answers empty when the wait is over", async () => {
+  const { clock, store, streams } = open();
+  try {
+    await streams.putStream("s", { partitions: 2 });
+    const waiting = streams.groups.fetch("s", "g", "a", { waitMs: 5_000 });
+    while (streams.wake.waitingOn("stream:s") === 0) await new Promise((resolve) => setImmediate(resolve));
+    await streams.append("s", [{ partition: 1, body: "x" }]);
+    const fetched = await waiting;
+    assert.deepEqual(
+      fetched.records.map((record) => [record.partition, record.offset]),
+      [[1, 0]],
+    );
+    const empty = streams.groups.fetch("s", "g", "a", { waitMs: 5_000 });
+    while (streams.wake.waitingOn("stream:s") === 0) await new Promise((resolve) => setImmediate(resolve));
+    await clock.advance(5_000);
+    assert.deepEqual((await empty).records, []);
+    await assert.rejects(
+      streams.groups.fetch("s", "g", "a", { max: 0 }),
+      (error: unknown) => error instanceof HopperError && error.code === "invalid_request",
+    );
+  } finally {
+    await store.close();
+  }
+});
+
+test("retention's pass also deletes groups idle past groupIdleExpiryMs", async () => {
+  const { clock, store, streams } = open();
+  try {
+    streams.start();
+    await streams.putStream("s", { groupIdleExpiryMs: limits.streamSweepIntervalMs });
+    await streams.groups.fetch("s", "g", "a", {});
+    assert.equal((await streams.groups.listGroups("s")).length, 1);
+    await clock.advance(limits.streamSweepIntervalMs);
+    assert.deepEqual(await streams.groups.listGroups("s"), []);
+    streams.stop();
+  } finally {
+    await store.close();
+  }
+});

@@ -23,16 +23,15 @@ import {
   resolveStreamAttributes,
   type StreamAttributesInput,
 } from "../model/stream-attributes.js";
-import type { ClusterLink } from "../store/cluster-link.js";
-import type { StreamStore } from "../store/stream-store.js";
 import { checkHeaders } from "./inboxes.js";
 import { PeriodicPass } from "./periodic-pass.js";
 import { checkName, type Logger } from "./queue-context.js";
 import type { OutgoingMessage } from "./queues.js";
 import type { Router } from "./router.js";
+import { type StreamBrokerStore, StreamGroupBroker, streamTopic } from "./stream-groups.js";
+import { Wakeups } from "./wake.js";
 
-/** What a stream broker needs of the store: the streams, and the cluster's housekeeping leader. */
-export type StreamBrokerStore = StreamStore & Pick<ClusterLink, "housekeepingLeader" | "watch">;
+export type { StreamBrokerStore } from "./stream-groups.js";
 
 /** A record as a protocol adapter hands it over: the wire's fields, its body not yet decoded. */
 export interface AppendRecordRequest {
@@ -62,6 +61,10 @@ export class StreamBroker {
   /** The next partition of a record with no key and no partition, per stream: round robin on this node. */
   private readonly roundRobin = new Map<string, number>();
   private readonly retention: PeriodicPass;
+  /** Each stream's topic (streamTopic) advances after every append that wrote to it. */
+  readonly wake: Wakeups;
+  /** The stream's consumer groups (stream-groups.ts). */
+  readonly groups: StreamGroupBroker;
 
   constructor(
     private readonly store: StreamBrokerStore,
@@ -70,6 +73,8 @@ export class StreamBroker {
     /** The exchange router, whose cached bindings a deleted stream takes with it. */
     private readonly router?: Pick<Router, "invalidate">,
   ) {
+    this.wake = new Wakeups(clock);
+    this.groups = new StreamGroupBroker(store, clock, this.wake, () => this.retention.isStopped);
     this.retention = new PeriodicPass(
       clock,
       limits.streamSweepIntervalMs,
@@ -78,13 +83,24 @@ export class StreamBroker {
     );
   }
 
-  /** Starts retention's timer. */
+  /** Listens to the other nodes' appends and starts retention's timer. */
   start(): void {
+    this.store.watch((event) => {
+      if (event.kind === "resync") this.wake.advanceAll();
+      else if (event.kind === "stream") this.wake.advance(streamTopic(event.stream));
+    });
     this.retention.start();
   }
 
+  /** Ends retention's timer and every waiting fetch (they answer what they have). */
   stop(): void {
     this.retention.stop();
+    this.wake.advanceAll();
+  }
+
+  /** Records were appended to the stream (here, or by an exchange publish): its fetches look again. */
+  appended(stream: string): void {
+    this.wake.advance(streamTopic(stream));
   }
 
   /** Creates the stream, or updates its attributes and grows its partitions (never shrinks them). */
@@ -179,6 +195,7 @@ export class StreamBroker {
       valid.length === 0
         ? { results: [] }
         : await this.store.streamAppend({ name, records: valid, now: this.clock.now() });
+    if (results.some((result) => !result.duplicate)) this.appended(name);
     let next = 0;
     return items.map((item) => ("error" in item ? item : (results[next++] as StreamAppendResult)));
   }
@@ -270,6 +287,11 @@ export class StreamBroker {
         expired += swept.expired;
         if (swept.expired < max) break;
       }
+      await this.store
+        .streamGroupExpire({ name: stream.name, now: this.clock.now() })
+        .catch((error: unknown) => {
+          if (!(error instanceof HopperError && error.code === "stream_not_found")) throw error;
+        });
     }
     return { expired };
   }

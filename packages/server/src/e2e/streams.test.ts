@@ -231,6 +231,91 @@ for (const store of e2eStores) {
     }
   });
 
+  test(`streams (${store.name}): a consumer group fetches, commits, and resumes from its commit`, {
+    skip: store.skip,
+  }, async () => {
+    const opened = await store.open("stream_group");
+    let server = await startServerProcess(opened.options);
+    try {
+      assert.equal((await call(server, "PUT", "/v1/streams/jobs", { partitions: 2 })).status, 201);
+      await appendRecords(
+        server,
+        "jobs",
+        Array.from({ length: 6 }, (_, n) => ({ partition: n % 2, body: { n, padding: "" } })),
+      );
+      const group = "/v1/streams/jobs/groups/workers";
+      const fetch = async (member: string, max = 100) => {
+        const answer = await call(server, "POST", `${group}/fetch`, { member, max });
+        assert.equal(answer.status, 200, JSON.stringify(answer.body));
+        return answer.body as { generation: number; records: ReadRecord[] };
+      };
+      const first = await fetch("w1", 4);
+      assert.deepEqual(
+        first.records.map((record) => [record.partition, record.offset]),
+        [
+          [0, 0],
+          [0, 1],
+          [0, 2],
+          [1, 0],
+        ],
+      );
+      const commit = (member: string, generation: number, offsets: object[]) =>
+        call(server, "POST", `${group}/commit`, { member, generation, offsets });
+      const committed = results(
+        await commit("w1", first.generation, [
+          { partition: 0, offset: 3 },
+          { partition: 1, offset: 1 },
+          { partition: 1, offset: 3 },
+        ]),
+      ) as ({ ok: true } | { error: { code: string } })[];
+      assert.deepEqual(
+        committed.map((result) => ("ok" in result ? "ok" : result.error.code)),
+        ["ok", "ok", "commit_beyond_fetched"],
+      );
+      const shown = (await call(server, "GET", group)).body as {
+        members: { member: string; partitions: number[] }[];
+        partitions: { committed: number; lag: number }[];
+      };
+      assert.deepEqual(
+        shown.members.map((member) => [member.member, member.partitions]),
+        [["w1", [0, 1]]],
+      );
+      assert.deepEqual(
+        shown.partitions.map((p) => [p.committed, p.lag]),
+        [
+          [3, 0],
+          [1, 2],
+        ],
+      );
+      assertError(await call(server, "POST", `${group}/reset`, { to: "earliest" }), 409, "group_in_use");
+      assert.equal((await call(server, "POST", `${group}/leave`, { member: "w1" })).status, 200);
+      // A restart keeps the commits: a new member resumes after them.
+      server = await server.restart();
+      const resumed = await fetch("w2");
+      assert.deepEqual(
+        resumed.records.map((record) => [record.partition, record.offset]),
+        [
+          [1, 1],
+          [1, 2],
+        ],
+      );
+      const stale = results(await commit("w1", first.generation, [{ partition: 1, offset: 2 }]));
+      assert.equal((stale[0] as { error: { code: string } }).error.code, "stale_generation");
+      const reset = await call(server, "POST", `${group}/reset`, { to: { offset: 0 }, force: true });
+      assert.equal(reset.status, 200, JSON.stringify(reset.body));
+      assert.equal((await fetch("w2")).records.length, 6, "after a reset to 0 every record comes again");
+      assert.equal(
+        ((await call(server, "GET", "/v1/streams/jobs/groups")).body as { groups: unknown[] }).groups.length,
+        1,
+      );
+      assert.equal((await call(server, "DELETE", group)).status, 204);
+      assertError(await call(server, "GET", group), 404, "group_not_found");
+    } finally {
+      await server.stop();
+      await opened.close();
+    }
+  });
+
   test(`streams (${store.name}): after kill -9 every confirmed append is there, in order`, {
     skip: store.skip,
   }, async () => {

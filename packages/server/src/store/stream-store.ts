@@ -12,6 +12,7 @@ import type {
   StreamAttributes,
   StreamRecord,
 } from "../model/stream.js";
+import type { CommitResult, GroupInfo, GroupResetTarget, GroupStart } from "../model/stream-group.js";
 
 export interface StreamStore {
   /**
@@ -66,4 +67,59 @@ export interface StreamStore {
    * as expired), and forgets dedupIds past their window. Throws stream_not_found.
    */
   streamSweep(params: { name: string; now: number; max: number }): Promise<{ expired: number }>;
+
+  /**
+   * A consumer-group member's fetch (model/stream-group.ts groupFetch): creates the group if it is
+   * new, renews the member, rebalances its share of the partitions, and answers up to `max` records
+   * (about `bytesMax` bytes) from the positions of the partitions it holds, in partition order, which
+   * it then advances. Throws stream_not_found.
+   */
+  streamGroupFetch(params: {
+    name: string;
+    group: string;
+    member: string;
+    max: number;
+    bytesMax: number;
+    start: GroupStart;
+    now: number;
+  }): Promise<{ generation: number; records: StoredStreamRecord[] }>;
+
+  /** A member's commit (groupCommit): a result per offset. Throws stream_not_found, group_not_found. */
+  streamGroupCommit(params: {
+    name: string;
+    group: string;
+    member: string;
+    generation: number;
+    offsets: readonly { partition: number; offset: number }[];
+    now: number;
+  }): Promise<CommitResult[]>;
+
+  /** A member leaves (groupLeave): its partitions are free at once. Throws stream_not_found,
+   * group_not_found. */
+  streamGroupLeave(params: {
+    name: string;
+    group: string;
+    member: string;
+    now: number;
+  }): Promise<{ left: boolean }>;
+
+  /** Resets the committed offsets (groupReset), creating the group if it is new. Throws
+   * stream_not_found, group_in_use, partition_not_found. */
+  streamGroupReset(params: {
+    name: string;
+    group: string;
+    to: GroupResetTarget;
+    force: boolean;
+    now: number;
+  }): Promise<GroupInfo>;
+
+  /** Deletes the group. Throws stream_not_found, group_not_found. */
+  streamGroupDelete(params: { name: string; group: string }): Promise<void>;
+
+  /** The stream's groups, by name (groupInfo). Throws stream_not_found. */
+  streamGroupList(params: { name: string; now: number }): Promise<GroupInfo[]>;
+
+  /** Deletes the groups idle past groupIdleExpiryMs (groupIdle); answers how many. Throws
+   * stream_not_found. */
+  streamGroupExpire(params: { name: string; now: number }): Promise<{ expired: number }>;
 }

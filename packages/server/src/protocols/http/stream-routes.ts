@@ -11,26 +11,19 @@ import {
 } from "@hopper/wire";
 import type { FastifyInstance } from "fastify";
 import type { StreamBroker } from "../../broker/streams.js";
-import { HopperError } from "../../errors.js";
 import { sendBodySpans } from "../wire/body-spans.js";
 import { renderItemResult } from "../wire/render.js";
-import { renderStream, streamRecordsJson } from "../wire/stream-render.js";
+import { renderStream, streamRecordsJson, timeOf } from "../wire/stream-render.js";
+import { registerStreamGroupRoutes } from "./stream-group-routes.js";
 
 type StreamPath = { stream: string };
 type PartitionPath = { stream: string; partition: number };
 
 const tags = ["streams"];
 
-/** `fromTime` as milliseconds since the epoch or an ISO-8601 time. */
-function timeOf(text: string): number {
-  const time = /^\d+$/.test(text) ? Number(text) : Date.parse(text);
-  if (!Number.isSafeInteger(time))
-    throw new HopperError("invalid_request", "fromTime is an ISO-8601 time or milliseconds.");
-  return time;
-}
-
 /** The stream routes of API.md: streams, appends and reads. */
 export function registerStreamRoutes(app: FastifyInstance, streams: StreamBroker): void {
+  registerStreamGroupRoutes(app, streams.groups);
   app.put<{ Params: StreamPath; Body: PutStreamBody | undefined }>(
     "/v1/streams/:stream",
     { schema: { tags, params: StreamParams, body: PutStreamBody } },

@@ -2,6 +2,7 @@
  * How stream answers look on the wire (API.md "Streams"): records with a JSON body carry it as the
  * JSON value it was appended as, any other content type as base64; times are ISO-8601.
  */
+import { HopperError } from "../../errors.js";
 import { jsonContentType } from "../../model/message-body.js";
 import type { StoredStreamRecord, StreamRecord } from "../../model/stream.js";
 
@@ -39,4 +40,12 @@ export function renderStream(stream: StreamRecord): Record<string, unknown> {
     stats: { partitions: stream.partitions, ...stream.counters },
     createdAt: new Date(stream.createdAt).toISOString(),
   };
+}
+
+/** A time on the wire (`fromTime`, a reset's `time`) as milliseconds: ISO-8601, or milliseconds. */
+export function timeOf(text: string): number {
+  const time = /^\d+$/.test(text) ? Number(text) : Date.parse(text);
+  if (!Number.isSafeInteger(time))
+    throw new HopperError("invalid_request", "A time is ISO-8601 or milliseconds.");
+  return time;
 }

@@ -26,6 +26,7 @@ import type { InboxRows, InboxSlot } from "./inbox-rows.js";
 import { EmbeddedInboxes } from "./inboxes.js";
 import { EmbeddedQueues, type LeaseOutcome } from "./queues.js";
 import type { ExchangeRows, ExchangeSlot, MessageSlot, QueueRows, QueueSlot } from "./rows.js";
+import { EmbeddedStreamGroups } from "./stream-groups.js";
 import type { StreamRows, StreamSlot } from "./stream-rows.js";
 import { EmbeddedStreams } from "./streams.js";
 
@@ -60,6 +61,7 @@ export abstract class EmbeddedStore<
   private readonly exchanges: EmbeddedExchanges<X>;
   private readonly inboxes: EmbeddedInboxes<N>;
   private readonly streams: EmbeddedStreams<S>;
+  private readonly groups: EmbeddedStreamGroups<S>;
 
   protected constructor(
     rows: {
@@ -77,6 +79,7 @@ export abstract class EmbeddedStore<
     this.exchanges = new EmbeddedExchanges(rows.exchanges, (name) => rows.streams.stream(name) !== undefined);
     this.inboxes = new EmbeddedInboxes(rows.inboxes);
     this.streams = new EmbeddedStreams(rows.streams);
+    this.groups = new EmbeddedStreamGroups(rows.streams, this.streams);
   }
 
   private readonly queueRows: QueueRows<Q, M>;
@@ -380,5 +383,47 @@ export abstract class EmbeddedStore<
 
   streamSweep(params: Parameters<StreamStore["streamSweep"]>[0]): ReturnType<StreamStore["streamSweep"]> {
     return this.runner.write(() => this.streams.sweep(params), { weight: params.max });
+  }
+
+  // ---- stream consumer groups
+
+  streamGroupFetch(
+    params: Parameters<StreamStore["streamGroupFetch"]>[0],
+  ): ReturnType<StreamStore["streamGroupFetch"]> {
+    return this.runner.write(() => this.groups.fetch(params), { weight: params.max });
+  }
+
+  streamGroupCommit(
+    params: Parameters<StreamStore["streamGroupCommit"]>[0],
+  ): ReturnType<StreamStore["streamGroupCommit"]> {
+    return this.runner.write(() => this.groups.commit(params));
+  }
+
+  streamGroupLeave(
+    params: Parameters<StreamStore["streamGroupLeave"]>[0],
+  ): ReturnType<StreamStore["streamGroupLeave"]> {
+    return this.runner.write(() => this.groups.leave(params));
+  }
+
+  streamGroupReset(
+    params: Parameters<StreamStore["streamGroupReset"]>[0],
+  ): ReturnType<StreamStore["streamGroupReset"]> {
+    return this.runner.write(() => this.groups.reset(params));
+  }
+
+  streamGroupDelete(params: Parameters<StreamStore["streamGroupDelete"]>[0]): Promise<void> {
+    return this.runner.write(() => this.groups.delete(params));
+  }
+
+  streamGroupList(
+    params: Parameters<StreamStore["streamGroupList"]>[0],
+  ): ReturnType<StreamStore["streamGroupList"]> {
+    return this.runner.read(() => this.groups.list(params));
+  }
+
+  streamGroupExpire(
+    params: Parameters<StreamStore["streamGroupExpire"]>[0],
+  ): ReturnType<StreamStore["streamGroupExpire"]> {
+    return this.runner.write(() => this.groups.expire(params));
   }
 }

@@ -11,6 +11,7 @@ import type {
   StreamCounters,
   StreamRecord,
 } from "../../model/stream.js";
+import type { GroupState } from "../../model/stream-group.js";
 
 export interface StreamSlot {
   readonly name: string;
@@ -78,6 +79,13 @@ export interface StreamRows<S extends StreamSlot> {
   dedupRemember(stream: S, dedupId: string, partition: number, offset: number, expiresAt: number): void;
   /** Forgets up to `max` dedupIds whose window ended at or before `now`; answers how many. */
   dedupForget(stream: S, now: number, max: number): number;
+
+  /** The stream's consumer group `group`, as one state (model/stream-group.ts). */
+  groupGet(stream: S, group: string): GroupState | undefined;
+  groupPut(stream: S, group: string, state: GroupState): void;
+  groupRemove(stream: S, group: string): void;
+  /** The stream's groups, by name. */
+  groupNames(stream: S): string[];
 
   /** As QueueRows' capacityMark / capacityCheck: an append past the store's bound is refused whole. */
   capacityMark(): number;

@@ -9,6 +9,7 @@ import type {
   StreamCounters,
   StreamRecord,
 } from "../../model/stream.js";
+import type { GroupState } from "../../model/stream-group.js";
 import type { PartitionHead, RecordSize, StreamRows } from "../embedded/stream-rows.js";
 import { compareText } from "./queue-state.js";
 import {
@@ -167,6 +168,23 @@ export class LogStreamRows implements StreamRows<StreamState> {
     }
     for (const dedupId of expired) this.state.forget(stream, dedupId);
     return expired.length;
+  }
+
+  groupGet(stream: StreamState, group: string): GroupState | undefined {
+    const state = stream.groups.get(group);
+    return state === undefined ? undefined : (JSON.parse(state) as GroupState);
+  }
+
+  groupPut(stream: StreamState, group: string, state: GroupState): void {
+    this.state.putGroup(stream, group, JSON.stringify(state));
+  }
+
+  groupRemove(stream: StreamState, group: string): void {
+    this.state.dropGroup(stream, group);
+  }
+
+  groupNames(stream: StreamState): string[] {
+    return [...stream.groups.keys()].sort(compareText);
   }
 
   capacityMark(): number {

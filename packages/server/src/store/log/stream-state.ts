@@ -68,6 +68,8 @@ export interface StreamState {
   /** logs.length (the engine's StreamSlot). */
   readonly partitionCount: number;
   readonly dedup: Map<string, { partition: number; offset: number; expiresAt: number }>;
+  /** Each consumer group's state (model/stream-group.ts), as JSON text: what the log records too. */
+  readonly groups: Map<string, string>;
 }
 
 /** One change of the stream state, as the log records it (records are streamRecords changes). */
@@ -79,7 +81,9 @@ export type StreamChange =
   | ({ op: "head"; name: string; partition: number } & PartitionHead)
   | { op: "trim"; name: string; partition: number; before: number }
   | { op: "dedup"; name: string; dedupId: string; partition: number; offset: number; expiresAt: number }
-  | { op: "dedupForget"; name: string; dedupId: string };
+  | { op: "dedupForget"; name: string; dedupId: string }
+  | { op: "group"; name: string; group: string; state: string }
+  | { op: "groupDrop"; name: string; group: string };
 
 function emptyPartition(): PartitionLog {
   return { oldest: 0, next: 0, bytes: 0, lastTimestamp: 0, chunks: [] };
@@ -151,6 +155,12 @@ export class LogStreamState {
       case "dedupForget":
         this.forget(stream, change.dedupId);
         return;
+      case "group":
+        this.putGroup(stream, change.group, change.state);
+        return;
+      case "groupDrop":
+        this.dropGroup(stream, change.group);
+        return;
     }
   }
 
@@ -185,6 +195,10 @@ export class LogStreamState {
         const { oldest, next, bytes, lastTimestamp } = log;
         emit({ op: "head", name, partition, oldest, next, bytes, lastTimestamp });
       });
+      for (const [group, state] of stream.groups) {
+        emit({ op: "group", name, group, state });
+        cut();
+      }
       cut();
     }
   }
@@ -269,6 +283,7 @@ export class LogStreamState {
         return this.logs.length;
       },
       dedup: new Map(),
+      groups: new Map(),
     };
     this.streams.set(name, stream);
     const bytes = limits.logStreamItemOverheadBytes * (1 + partitions) + name.length;
@@ -303,6 +318,7 @@ export class LogStreamState {
       }
     }
     for (const dedupId of stream.dedup.keys()) held += limits.logStreamItemOverheadBytes + dedupId.length;
+    for (const [group, state] of stream.groups) held += groupBytes(group, state);
     this.streams.delete(stream.name);
     this.hold(-held);
     this.diskBytes -= onDisk;
@@ -419,6 +435,33 @@ export class LogStreamState {
       stream.dedup.set(dedupId, before);
     });
   }
+  putGroup(stream: StreamState, group: string, state: string): void {
+    const before = stream.groups.get(group);
+    stream.groups.set(group, state);
+    const bytes = groupBytes(group, state) - (before === undefined ? 0 : groupBytes(group, before));
+    this.hold(bytes);
+    this.record({ op: "group", name: stream.name, group, state }, () => {
+      this.hold(-bytes);
+      if (before === undefined) stream.groups.delete(group);
+      else stream.groups.set(group, before);
+    });
+  }
+
+  dropGroup(stream: StreamState, group: string): void {
+    const before = stream.groups.get(group);
+    if (before === undefined) return;
+    stream.groups.delete(group);
+    this.hold(-groupBytes(group, before));
+    this.record({ op: "groupDrop", name: stream.name, group }, () => {
+      this.hold(groupBytes(group, before));
+      stream.groups.set(group, before);
+    });
+  }
+}
+
+/** What a group's state costs the store's memory, about. */
+function groupBytes(group: string, state: string): number {
+  return limits.logStreamItemOverheadBytes + group.length + state.length;
 }
 
 /** The index of the chunk that holds `offset` (the first chunk when it lies before them all). */

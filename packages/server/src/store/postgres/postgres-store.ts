@@ -19,6 +19,7 @@ import { PostgresInboxStore } from "./inbox-store.js";
 import { QueueContext } from "./queue-context.js";
 import { PostgresQueueStore } from "./queue-store.js";
 import { checkSchemaName } from "./schema.js";
+import { StreamGroups } from "./stream-groups.js";
 import { PostgresStreamStore } from "./stream-store.js";
 
 export interface PostgresStoreOptions {
@@ -48,6 +49,7 @@ export class PostgresStore implements Store {
   private readonly exchanges: PostgresExchangeStore;
   private readonly inboxes: PostgresInboxStore;
   private readonly streams: PostgresStreamStore;
+  private readonly groups: StreamGroups;
 
   private constructor(options: PostgresStoreOptions, schema: string) {
     this.schema = schema;
@@ -62,6 +64,7 @@ export class PostgresStore implements Store {
       ...(options.now === undefined ? {} : { now: options.now }),
     });
     this.streams = new PostgresStreamStore(this.db, this.link);
+    this.groups = new StreamGroups(this.db, this.streams);
     const context = new QueueContext(this.db, this.link, options.random, (client, params) =>
       this.streams.appends.appendIn(client, params),
     );
@@ -278,5 +281,35 @@ export class PostgresStore implements Store {
 
   streamSweep(params: Params<"streamSweep">) {
     return this.streams.streamSweep(params);
+  }
+
+  // Stream consumer groups (stream-groups.ts).
+
+  streamGroupFetch(params: Params<"streamGroupFetch">) {
+    return this.groups.fetch(params);
+  }
+
+  streamGroupCommit(params: Params<"streamGroupCommit">) {
+    return this.groups.commit(params);
+  }
+
+  streamGroupLeave(params: Params<"streamGroupLeave">) {
+    return this.groups.leave(params);
+  }
+
+  streamGroupReset(params: Params<"streamGroupReset">) {
+    return this.groups.reset(params);
+  }
+
+  streamGroupDelete(params: Params<"streamGroupDelete">) {
+    return this.groups.delete(params);
+  }
+
+  streamGroupList(params: Params<"streamGroupList">) {
+    return this.groups.list(params);
+  }
+
+  streamGroupExpire(params: Params<"streamGroupExpire">) {
+    return this.groups.expire(params);
   }
 }

@@ -274,4 +274,15 @@ export const migrations: readonly string[] = [
   -- The sweep forgets the dedupIds whose window ended.
   CREATE INDEX stream_dedup_by_expiry ON stream_dedup (stream_id, expires_at);
   `,
+  `
+  -- A stream's consumer groups (migration 6, stream-groups.ts): each group's state as one jsonb value
+  -- (model/stream-group.ts GroupState), locked FOR UPDATE by every group call, which reads and writes
+  -- it whole, so group calls on any node apply one after another.
+  CREATE TABLE stream_groups (
+    stream_id bigint NOT NULL,
+    name      text NOT NULL,
+    state     jsonb NOT NULL,
+    PRIMARY KEY (stream_id, name)
+  );
+  `,
 ];

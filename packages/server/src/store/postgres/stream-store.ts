@@ -26,7 +26,6 @@ import {
 } from "../../errors.js";
 import { limits } from "../../limits.js";
 import {
-  type ReadPosition,
   retentionCut,
   type StoredStreamRecord,
   type StreamAttributes,
@@ -34,7 +33,7 @@ import {
 } from "../../model/stream.js";
 import type { StreamStore } from "../stream-store.js";
 import type { PostgresClusterLink } from "./cluster-link.js";
-import type { PostgresDatabase } from "./database.js";
+import type { Client, PostgresDatabase } from "./database.js";
 import * as sql from "./statements/index.js";
 import { lockStreamShared, StreamAppends } from "./stream-append.js";
 
@@ -71,6 +70,8 @@ function toStreamRecord(row: StreamRow): StreamRecord {
     })),
   };
 }
+
+type ReadParams = Parameters<StreamStore["streamRead"]>[0];
 
 /** A row of statements.streamRead: the state (record_offset -1) or a record. */
 interface ReadRow {
@@ -174,15 +175,24 @@ export class PostgresStreamStore
     return this.appends.streamAppend(params);
   }
 
-  async streamRead(params: {
-    name: string;
-    partition: number;
-    position: ReadPosition;
-    limit: number;
-    bytesMax: number;
-  }): Promise<{ records: StoredStreamRecord[]; oldest: number; next: number }> {
+  streamRead(params: ReadParams): Promise<{ records: StoredStreamRecord[]; oldest: number; next: number }> {
+    return this.readWith((text, values) => this.db.statement<ReadRow>(text, values), params);
+  }
+
+  /** The read, inside the transaction on `client` (a group's fetch). */
+  readIn(
+    client: Client,
+    params: ReadParams,
+  ): Promise<{ records: StoredStreamRecord[]; oldest: number; next: number }> {
+    return this.readWith((text, values) => client.query<ReadRow>(text, values), params);
+  }
+
+  private async readWith(
+    query: (text: string, values: unknown[]) => Promise<{ rows: ReadRow[] }>,
+    params: ReadParams,
+  ): Promise<{ records: StoredStreamRecord[]; oldest: number; next: number }> {
     const { position } = params;
-    const { rows } = await this.db.statement<ReadRow>(sql.streamRead, [
+    const { rows } = await query(sql.streamRead, [
       params.name,
       params.partition,
       "offset" in position ? position.offset : null,

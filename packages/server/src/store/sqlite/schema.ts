@@ -245,4 +245,14 @@ export const migrations: readonly string[] = [
   ) STRICT, WITHOUT ROWID;
   CREATE INDEX stream_dedup_by_expiry ON stream_dedup (stream_id, expires_at);
   `,
+  `
+  -- A stream's consumer groups (store/embedded/stream-groups.ts): each group's state as one JSON
+  -- value (model/stream-group.ts GroupState), which every group call reads and writes whole.
+  CREATE TABLE stream_groups (
+    stream_id INTEGER NOT NULL REFERENCES streams ON DELETE CASCADE,
+    name      TEXT NOT NULL,
+    state     TEXT NOT NULL,
+    PRIMARY KEY (stream_id, name)
+  ) STRICT, WITHOUT ROWID;
+  `,
 ];

@@ -12,6 +12,7 @@ import {
   type StreamRecord,
   zeroStreamCounters,
 } from "../../model/stream.js";
+import type { GroupState } from "../../model/stream-group.js";
 import type { PartitionHead, RecordSize, StreamRows } from "../embedded/stream-rows.js";
 import { bodyCrc } from "./integrity.js";
 import type { Statements } from "./queue-rows.js";
@@ -253,6 +254,29 @@ export class SqliteStreamRows implements StreamRows<SqliteStream> {
 
   dedupForget(stream: SqliteStream, now: number, max: number): number {
     return this.stmt.get(sql.dedupDeleteExpired).run({ streamId: stream.streamId, now, limit: max }).changes;
+  }
+
+  groupGet(stream: SqliteStream, group: string): GroupState | undefined {
+    const row = this.stmt.get(sql.groupSelect).get({ streamId: stream.streamId, name: group }) as
+      | { state: string }
+      | undefined;
+    return row && (JSON.parse(row.state) as GroupState);
+  }
+
+  groupPut(stream: SqliteStream, group: string, state: GroupState): void {
+    this.stmt
+      .get(sql.groupUpsert)
+      .run({ streamId: stream.streamId, name: group, state: JSON.stringify(state) });
+  }
+
+  groupRemove(stream: SqliteStream, group: string): void {
+    this.stmt.get(sql.groupDelete).run({ streamId: stream.streamId, name: group });
+  }
+
+  groupNames(stream: SqliteStream): string[] {
+    return (this.stmt.get(sql.groupSelectNames).all({ streamId: stream.streamId }) as { name: string }[]).map(
+      (row) => row.name,
+    );
   }
 
   /** A SQLite file has no bound of its own on what it holds. */

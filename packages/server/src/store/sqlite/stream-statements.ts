@@ -1,5 +1,5 @@
 /**
- * The SQLite store's statements over the stream tables (schema.ts, migration 6), one named constant
+ * The SQLite store's statements over the stream tables (schema.ts, migrations 6 and 7), one named constant
  * each, with what it takes and answers. Every bound LIMIT is written `LIMIT :limit + 0` (see
  * statements.ts: a bare parameter makes SQLite prepare the statement again at each bind).
  */
@@ -97,3 +97,17 @@ export const dedupUpsert = `
 export const dedupDeleteExpired = `
   DELETE FROM stream_dedup WHERE stream_id = :streamId AND dedup_id IN (SELECT dedup_id FROM stream_dedup
     WHERE stream_id = :streamId AND expires_at <= :now LIMIT :limit + 0)`;
+
+/** Params: streamId, name. Returns: { state } (JSON) of the group. */
+export const groupSelect = "SELECT state FROM stream_groups WHERE stream_id = :streamId AND name = :name";
+
+/** Params: streamId, name, state (JSON). */
+export const groupUpsert = `
+  INSERT INTO stream_groups (stream_id, name, state) VALUES (:streamId, :name, :state)
+  ON CONFLICT (stream_id, name) DO UPDATE SET state = excluded.state`;
+
+/** Params: streamId, name. */
+export const groupDelete = "DELETE FROM stream_groups WHERE stream_id = :streamId AND name = :name";
+
+/** Params: streamId. Returns: { name } of every group, by name. */
+export const groupSelectNames = "SELECT name FROM stream_groups WHERE stream_id = :streamId ORDER BY name";

@@ -12,6 +12,7 @@ import { noSendPolicy } from "../../model/policies.js";
 import { zeroStreamCounters } from "../../model/stream.js";
 import { attributes, message, rejectsWith, t0 } from "../conformance-fixtures.js";
 import type { StoreFactory } from "./harness.js";
+import { streamGroupTests } from "./stream-groups.js";
 import { bodyText, streamAttributes, streamRecord, streamSuite } from "./stream-harness.js";
 
 /** Every stream section, against the stores `factory` opens, a fresh one per test. */
@@ -23,6 +24,7 @@ export function streamTests(factory: StoreFactory): void {
     streamReadTests(suite);
     streamRetentionTests(suite);
     streamBindingTests(suite);
+    streamGroupTests(suite);
   });
 }
 

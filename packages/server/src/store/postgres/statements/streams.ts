@@ -50,6 +50,7 @@ export const streamPartitionsInsert = `
 export const streamDeleteAll = `
   WITH records AS (DELETE FROM stream_records WHERE stream_id = $1),
   dedup AS (DELETE FROM stream_dedup WHERE stream_id = $1),
+  groups AS (DELETE FROM stream_groups WHERE stream_id = $1),
   partitions AS (DELETE FROM stream_partitions WHERE stream_id = $1 RETURNING next - oldest AS held),
   stream AS (DELETE FROM streams WHERE stream_id = $1)
   SELECT coalesce(sum(held), 0)::float8 AS removed FROM partitions`;
@@ -181,3 +182,33 @@ export const streamPartitionTrim = `
 export const streamDedupForget = `
   DELETE FROM stream_dedup WHERE stream_id = $1 AND dedup_id IN (
     SELECT dedup_id FROM stream_dedup WHERE stream_id = $1 AND expires_at <= $2 LIMIT $3)`;
+
+/** $1 streamId. Returns: { partition, oldest, next } of every partition, in partition order. */
+export const streamHeads = `
+  SELECT partition, oldest, next FROM stream_partitions WHERE stream_id = $1 ORDER BY partition`;
+
+/** $1 streamId, $2 time. Returns: { partition, found } the first offset of each partition appended at
+ * or after $2 (NULL: none). */
+export const streamOffsetsAtTime = `
+  SELECT p.partition, (SELECT min(r.record_offset) FROM stream_records r
+    WHERE r.stream_id = $1 AND r.partition = p.partition AND r.timestamp >= $2 AND r.record_offset >= p.oldest)
+    AS found
+  FROM stream_partitions p WHERE p.stream_id = $1 ORDER BY p.partition`;
+
+/** $1 streamId, $2 group, $3 state (JSON). Creates the group unless it exists. */
+export const streamGroupEnsure = `
+  INSERT INTO stream_groups (stream_id, name, state) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`;
+
+/** $1 streamId, $2 group. Returns: { state } locked until commit: group calls apply one at a time. */
+export const streamGroupLock = `SELECT state FROM stream_groups WHERE stream_id = $1 AND name = $2 FOR UPDATE`;
+
+/** $1 streamId, $2 group, $3 state (JSON). */
+export const streamGroupSave = `UPDATE stream_groups SET state = $3 WHERE stream_id = $1 AND name = $2`;
+
+/** $1 streamId, $2 group. Returns: the rows deleted. */
+export const streamGroupDelete = `DELETE FROM stream_groups WHERE stream_id = $1 AND name = $2`;
+
+/** $1 name. Returns: { name, state } of each group of the stream, by name (byte order). */
+export const streamGroupSelectAll = `
+  SELECT g.name, g.state FROM stream_groups g JOIN streams s USING (stream_id)
+  WHERE s.name = $1 ORDER BY g.name COLLATE "C"`;
