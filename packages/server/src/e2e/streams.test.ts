@@ -234,6 +234,7 @@ for (const store of e2eStores) {
   test(`streams (${store.name}): a consumer group fetches, commits, and resumes from its commit`, {
     skip: store.skip,
   }, async () => {
+    // Over 80 lines: one group's life told in order, across a restart.
     const opened = await store.open("stream_group");
     let server = await startServerProcess(opened.options);
     try {
