@@ -326,6 +326,12 @@ export const limits = {
   /** How often retention runs over every stream: records past retention are still readable until it
    * does, as Kafka's segments are deleted by a periodic check. */
   streamSweepIntervalMs: 1 * minute,
+  /** Records one share group holds in flight (delivered, not yet acked): its state, which every share
+   * call reads and writes whole, holds one lease each, so the bound keeps that state small; a receive
+   * past it answers only redeliveries. */
+  streamShareInFlightMax: 10_000,
+  /** Records a share group's pending listing answers at most. */
+  streamSharePendingMax: 1_000,
   /** What a stream, partition or remembered dedupId holds in the log store's memory besides its
    * strings, about: counted against logStoreBytesMax. */
   logStreamItemOverheadBytes: 96,

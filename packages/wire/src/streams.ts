@@ -5,7 +5,7 @@
  */
 import Type, { type Static } from "typebox";
 import { wireLimits as limits } from "./limits.js";
-import { Ms, messageFields, Name, strict } from "./requests.js";
+import { Ms, messageFields, Name, Receipts, strict } from "./requests.js";
 
 const Count = Type.Integer({ minimum: 0 });
 const Timestamp = Type.String({ description: "ISO-8601" });
@@ -120,6 +120,47 @@ export const ResetBody = Type.Object(
   strict,
 );
 
+// Share groups.
+
+export const PutShareBody = Type.Object(
+  {
+    /** How long a received record is leased (default 30 s). */
+    visibilityTimeoutMs: Type.Optional(Ms(limits.visibilityTimeoutMsMax)),
+    /** Past maxDeliveries deliveries a record's copy goes to `queue`; null: none. */
+    deadLetter: Type.Optional(
+      Type.Union([
+        Type.Object(
+          { queue: Name, maxDeliveries: Type.Integer({ minimum: 1, maximum: limits.maxDeliveriesMax }) },
+          strict,
+        ),
+        Type.Null(),
+      ]),
+    ),
+    /** Where a partition starts the first time the group reads it. */
+    start: Type.Optional(Type.Union([Type.Literal("earliest"), Type.Literal("latest")])),
+  },
+  strict,
+);
+
+export const ShareReceiveBody = Type.Object(
+  {
+    max: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.receiveMax })),
+    waitMs: Type.Optional(Ms(limits.waitMsMax)),
+    visibilityTimeoutMs: Type.Optional(Ms(limits.visibilityTimeoutMsMax)),
+  },
+  strict,
+);
+
+export const ShareNackBody = Type.Object(
+  { receipts: Receipts, delayMs: Type.Optional(Ms(limits.retryDelayMsMax)) },
+  strict,
+);
+
+export const SharePendingQuery = Type.Object(
+  { limit: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.streamReadLimitMax })) },
+  strict,
+);
+
 // Answers.
 
 export const StreamAttributes = Type.Object({
@@ -207,6 +248,10 @@ export type LeaveBody = Static<typeof LeaveBody>;
 export type ResetBody = Static<typeof ResetBody>;
 export type GroupInfo = Static<typeof GroupInfo>;
 export type FetchAnswer = Static<typeof FetchAnswer>;
+export type PutShareBody = Static<typeof PutShareBody>;
+export type ShareReceiveBody = Static<typeof ShareReceiveBody>;
+export type ShareNackBody = Static<typeof ShareNackBody>;
+export type SharePendingQuery = Static<typeof SharePendingQuery>;
 export type PartitionParams = Static<typeof PartitionParams>;
 export type PutStreamBody = Static<typeof PutStreamBody>;
 export type AppendRecord = Static<typeof AppendRecord>;

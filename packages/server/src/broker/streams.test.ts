@@ -10,6 +10,7 @@ import { limits } from "../limits.js";
 import { partitionOfKey } from "../model/stream.js";
 import { seededRandom } from "../random.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
+import { attributes } from "../testing/conformance-fixtures.js";
 import { StreamBroker } from "./streams.js";
 
 function open() {
@@ -150,6 +151,35 @@ test("retention's pass also deletes groups idle past groupIdleExpiryMs", async (
     await clock.advance(limits.streamSweepIntervalMs);
     assert.deepEqual(await streams.groups.listGroups("s"), []);
     streams.stop();
+  } finally {
+    await store.close();
+  }
+});
+
+test("a share receive with waitMs wakes when the first lease in flight ends, and counts dead letters", {
+  timeout: 10_000,
+}, async () => {
+  const { clock, store, streams } = open();
+  try {
+    await store.queueUpsert({ name: "dlq", kind: "standard", attributes, now: clock.now() });
+    await streams.putStream("s", {});
+    await streams.shares.putShare("s", "sh", {
+      visibilityTimeoutMs: 10_000,
+      deadLetter: { queue: "dlq", maxDeliveries: 1 },
+    });
+    await streams.append("s", [{ body: "x" }]);
+    const [first] = await streams.shares.receive("s", "sh", {});
+    assert.equal(first?.deliveries, 1);
+    // Nothing to hand out until the lease ends at +10 s; the wait (20 s) ends there, not at its end.
+    const waiting = streams.shares.receive("s", "sh", { waitMs: 20_000 });
+    while (streams.wake.waitingOn("stream:s") === 0) await new Promise((resolve) => setImmediate(resolve));
+    await clock.advance(10_000);
+    // It looked again at +10 s: the record, past maxDeliveries, went to the dead-letter queue; the
+    // receive waits out the rest of its 20 s.
+    while (streams.shares.deadLettered.get("s") !== 1) await new Promise((resolve) => setImmediate(resolve));
+    await clock.advance(10_000);
+    assert.deepEqual(await waiting, [], "a dead letter is not delivered");
+    assert.equal((await store.queueDepth({ name: "dlq", now: clock.now() })).available, 1);
   } finally {
     await store.close();
   }

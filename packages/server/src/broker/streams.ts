@@ -7,6 +7,7 @@
  */
 import type { Clock } from "../clock.js";
 import { HopperError, streamNotFound } from "../errors.js";
+import { uuidv7Generator } from "../ids.js";
 import { limits } from "../limits.js";
 import { bodyByteLength } from "../model/message.js";
 import { decodeMessageBody } from "../model/message-body.js";
@@ -29,6 +30,7 @@ import { checkName, type Logger } from "./queue-context.js";
 import type { OutgoingMessage } from "./queues.js";
 import type { Router } from "./router.js";
 import { type StreamBrokerStore, StreamGroupBroker, streamTopic } from "./stream-groups.js";
+import { StreamShareBroker } from "./stream-shares.js";
 import { Wakeups } from "./wake.js";
 
 export type { StreamBrokerStore } from "./stream-groups.js";
@@ -65,6 +67,8 @@ export class StreamBroker {
   readonly wake: Wakeups;
   /** The stream's consumer groups (stream-groups.ts). */
   readonly groups: StreamGroupBroker;
+  /** The stream's share groups (stream-shares.ts). */
+  readonly shares: StreamShareBroker;
 
   constructor(
     private readonly store: StreamBrokerStore,
@@ -75,6 +79,13 @@ export class StreamBroker {
   ) {
     this.wake = new Wakeups(clock);
     this.groups = new StreamGroupBroker(store, clock, this.wake, () => this.retention.isStopped);
+    this.shares = new StreamShareBroker(
+      store,
+      clock,
+      this.wake,
+      uuidv7Generator(clock),
+      () => this.retention.isStopped,
+    );
     this.retention = new PeriodicPass(
       clock,
       limits.streamSweepIntervalMs,

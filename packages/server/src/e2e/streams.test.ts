@@ -317,6 +317,72 @@ for (const store of e2eStores) {
     }
   });
 
+  test(`streams (${store.name}): a share group leases each record to one consumer and dead-letters past its limit`, {
+    skip: store.skip,
+  }, async () => {
+    const opened = await store.open("stream_share");
+    const server = await startServerProcess(opened.options);
+    try {
+      assert.equal((await call(server, "PUT", "/v1/queues/poison", {})).status, 201);
+      assert.equal((await call(server, "PUT", "/v1/streams/tasks", { partitions: 2 })).status, 201);
+      const share = "/v1/streams/tasks/shares/workers";
+      assertError(
+        await call(server, "PUT", share, { deadLetter: { queue: "nope", maxDeliveries: 1 } }),
+        400,
+        "dead_letter_queue_not_found",
+      );
+      const put = await call(server, "PUT", share, {
+        visibilityTimeoutMs: 60_000,
+        deadLetter: { queue: "poison", maxDeliveries: 1 },
+      });
+      assert.equal(put.status, 201, JSON.stringify(put.body));
+      await appendRecords(
+        server,
+        "tasks",
+        Array.from({ length: 4 }, (_, n) => ({ partition: n % 2, body: { n, padding: "" } })),
+      );
+      const receive = async (max: number) =>
+        (
+          (await call(server, "POST", `${share}/receive`, { max })).body as {
+            messages: (ReadRecord & { receipt: string })[];
+          }
+        ).messages;
+      const [one, two] = await Promise.all([receive(2), receive(2)]);
+      const held = [...(one ?? []), ...(two ?? [])].map(
+        (message) => `${message.partition}:${message.offset}`,
+      );
+      assert.equal(new Set(held).size, 4, "two consumers never got the same record");
+      const receipts = [...(one ?? []), ...(two ?? [])].map((message) => message.receipt);
+      const acked = results(await call(server, "POST", `${share}/ack`, { receipts: receipts.slice(0, 3) }));
+      assert.deepEqual(acked, [{ ok: true }, { ok: true }, { ok: true }]);
+      assert.deepEqual(
+        results(await call(server, "POST", `${share}/nack`, { receipts: receipts.slice(3) })),
+        [{ ok: true }],
+      );
+      const pending = (await call(server, "GET", `${share}/pending`)).body as {
+        counters: { deadLettered: number; acked: number };
+        pending: unknown[];
+      };
+      assert.deepEqual(
+        [pending.counters.deadLettered, pending.counters.acked, pending.pending.length],
+        [1, 3, 0],
+      );
+      const dead = (await call(server, "POST", "/v1/queues/poison/receive", { max: 10 })).body as {
+        messages: { headers: Record<string, string> }[];
+      };
+      assert.equal(dead.messages.length, 1);
+      assert.equal(dead.messages[0]?.headers["x-original-stream"], "tasks");
+      assert.equal(
+        (await readAll(server, "tasks", 0)).length + (await readAll(server, "tasks", 1)).length,
+        4,
+        "the log keeps every record",
+      );
+    } finally {
+      await server.stop();
+      await opened.close();
+    }
+  });
+
   test(`streams (${store.name}): after kill -9 every confirmed append is there, in order`, {
     skip: store.skip,
   }, async () => {

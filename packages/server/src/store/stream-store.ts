@@ -4,6 +4,8 @@
  * validates names, sizes and limits and chooses each record's partition (partitionOfKey, round robin);
  * the store keeps the logs, assigns offsets, remembers dedupIds, and applies retention.
  */
+
+import type { ReceiptResult } from "../model/message.js";
 import type {
   NewStreamRecord,
   ReadPosition,
@@ -13,6 +15,7 @@ import type {
   StreamRecord,
 } from "../model/stream.js";
 import type { CommitResult, GroupInfo, GroupResetTarget, GroupStart } from "../model/stream-group.js";
+import type { ShareAttributes, ShareInfo, sharePending } from "../model/stream-share.js";
 
 export interface StreamStore {
   /**
@@ -122,4 +125,58 @@ export interface StreamStore {
   /** Deletes the groups idle past groupIdleExpiryMs (groupIdle); answers how many. Throws
    * stream_not_found. */
   streamGroupExpire(params: { name: string; now: number }): Promise<{ expired: number }>;
+
+  /** Creates the share group, or replaces its attributes. Throws stream_not_found,
+   * dead_letter_queue_not_found. */
+  streamShareUpsert(params: {
+    name: string;
+    group: string;
+    attributes: ShareAttributes;
+    now: number;
+  }): Promise<{ created: boolean; share: ShareInfo }>;
+
+  /**
+   * A share receive (model/stream-share.ts): up to `max` records, those whose lease ended first, then
+   * new ones while fewer than `inFlightMax` are in flight, each leased until now + leaseMs. A record
+   * past maxDeliveries is copied to the dead-letter queue instead (`newId` names the copy; a queue
+   * that no longer exists drops it, counted all the same). Throws stream_not_found, group_not_found.
+   */
+  streamShareReceive(
+    params: ShareCall & { max: number; leaseMs: number; inFlightMax: number; newId: () => string },
+  ): Promise<{
+    records: ShareRecord[];
+    deadLettered: number;
+    /** When the first lease in flight ends, after the receive (null: none in flight). */
+    nextVisibleAt: number | null;
+  }>;
+
+  streamShareAck(params: ShareCall & { receipts: readonly string[] }): Promise<ReceiptResult[]>;
+
+  /** Nack: visible again after delayMs, or past maxDeliveries dead-lettered now (as receive). */
+  streamShareNack(
+    params: ShareCall & { receipts: readonly string[]; delayMs: number; newId: () => string },
+  ): Promise<{
+    results: ReceiptResult[];
+    deadLettered: number;
+  }>;
+
+  streamShareExtend(
+    params: ShareCall & { receipts: readonly string[]; leaseMs: number },
+  ): Promise<ReceiptResult[]>;
+
+  /** The group and its records in flight, at most `limit` (as XPENDING). */
+  streamSharePending(params: ShareCall & { limit: number }): Promise<{
+    share: ShareInfo;
+    pending: ReturnType<typeof sharePending>;
+  }>;
 }
+
+/** What every share call names. */
+export interface ShareCall {
+  name: string;
+  group: string;
+  now: number;
+}
+
+/** A record a share receive hands out. */
+export type ShareRecord = StoredStreamRecord & { receipt: string; deliveries: number };

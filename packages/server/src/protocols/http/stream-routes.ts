@@ -15,6 +15,7 @@ import { sendBodySpans } from "../wire/body-spans.js";
 import { renderItemResult } from "../wire/render.js";
 import { renderStream, streamRecordsJson, timeOf } from "../wire/stream-render.js";
 import { registerStreamGroupRoutes } from "./stream-group-routes.js";
+import { registerStreamShareRoutes } from "./stream-share-routes.js";
 
 type StreamPath = { stream: string };
 type PartitionPath = { stream: string; partition: number };
@@ -24,6 +25,7 @@ const tags = ["streams"];
 /** The stream routes of API.md: streams, appends and reads. */
 export function registerStreamRoutes(app: FastifyInstance, streams: StreamBroker): void {
   registerStreamGroupRoutes(app, streams.groups);
+  registerStreamShareRoutes(app, streams.shares);
   app.put<{ Params: StreamPath; Body: PutStreamBody | undefined }>(
     "/v1/streams/:stream",
     { schema: { tags, params: StreamParams, body: PutStreamBody } },

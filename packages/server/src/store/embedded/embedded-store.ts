@@ -7,6 +7,7 @@
 import type { BindingDestination, ExchangeRecord, ExchangeType } from "../../model/exchange.js";
 import type { InboxRecord, RecipientState } from "../../model/inbox.js";
 import type { LeasedMessage, MessageState, ReceiptResult, StoredMessage } from "../../model/message.js";
+import { noSendPolicy } from "../../model/policies.js";
 import type { QueueAttributes, QueueDepth, QueueKind, QueueRecord } from "../../model/queue.js";
 import type { Random } from "../../random.js";
 import type { InboxStore } from "../inbox-store.js";
@@ -28,6 +29,7 @@ import { EmbeddedQueues, type LeaseOutcome } from "./queues.js";
 import type { ExchangeRows, ExchangeSlot, MessageSlot, QueueRows, QueueSlot } from "./rows.js";
 import { EmbeddedStreamGroups } from "./stream-groups.js";
 import type { StreamRows, StreamSlot } from "./stream-rows.js";
+import { EmbeddedStreamShares } from "./stream-shares.js";
 import { EmbeddedStreams } from "./streams.js";
 
 /** How a store runs the engine's work: each call one atomic write, or a read of committed state. */
@@ -62,6 +64,7 @@ export abstract class EmbeddedStore<
   private readonly inboxes: EmbeddedInboxes<N>;
   private readonly streams: EmbeddedStreams<S>;
   private readonly groups: EmbeddedStreamGroups<S>;
+  private readonly shares: EmbeddedStreamShares<S>;
 
   protected constructor(
     rows: {
@@ -80,6 +83,17 @@ export abstract class EmbeddedStore<
     this.inboxes = new EmbeddedInboxes(rows.inboxes);
     this.streams = new EmbeddedStreams(rows.streams);
     this.groups = new EmbeddedStreamGroups(rows.streams, this.streams);
+    this.shares = new EmbeddedStreamShares(
+      rows.streams,
+      this.streams,
+      {
+        exists: (queue) => rows.queues.queue(queue) !== undefined,
+        send: (queue, message, now) => {
+          this.queues.send([{ queue, messages: [message], policy: noSendPolicy }], now);
+        },
+      },
+      () => random.uint48(),
+    );
   }
 
   private readonly queueRows: QueueRows<Q, M>;
@@ -425,5 +439,43 @@ export abstract class EmbeddedStore<
     params: Parameters<StreamStore["streamGroupExpire"]>[0],
   ): ReturnType<StreamStore["streamGroupExpire"]> {
     return this.runner.write(() => this.groups.expire(params));
+  }
+
+  // ---- stream share groups
+
+  streamShareUpsert(
+    params: Parameters<StreamStore["streamShareUpsert"]>[0],
+  ): ReturnType<StreamStore["streamShareUpsert"]> {
+    return this.runner.write(() => this.shares.upsert(params));
+  }
+
+  streamShareReceive(
+    params: Parameters<StreamStore["streamShareReceive"]>[0],
+  ): ReturnType<StreamStore["streamShareReceive"]> {
+    return this.runner.write(() => this.shares.receive(params), { weight: params.max });
+  }
+
+  streamShareAck(
+    params: Parameters<StreamStore["streamShareAck"]>[0],
+  ): ReturnType<StreamStore["streamShareAck"]> {
+    return this.runner.write(() => this.shares.ack(params), { weight: params.receipts.length });
+  }
+
+  streamShareNack(
+    params: Parameters<StreamStore["streamShareNack"]>[0],
+  ): ReturnType<StreamStore["streamShareNack"]> {
+    return this.runner.write(() => this.shares.nack(params), { weight: params.receipts.length });
+  }
+
+  streamShareExtend(
+    params: Parameters<StreamStore["streamShareExtend"]>[0],
+  ): ReturnType<StreamStore["streamShareExtend"]> {
+    return this.runner.write(() => this.shares.extend(params), { weight: params.receipts.length });
+  }
+
+  streamSharePending(
+    params: Parameters<StreamStore["streamSharePending"]>[0],
+  ): ReturnType<StreamStore["streamSharePending"]> {
+    return this.runner.read(() => this.shares.pending(params));
   }
 }

@@ -12,6 +12,7 @@ import type {
   StreamRecord,
 } from "../../model/stream.js";
 import type { GroupState } from "../../model/stream-group.js";
+import type { ShareState } from "../../model/stream-share.js";
 
 export interface StreamSlot {
   readonly name: string;
@@ -86,6 +87,10 @@ export interface StreamRows<S extends StreamSlot> {
   groupRemove(stream: S, group: string): void;
   /** The stream's groups, by name. */
   groupNames(stream: S): string[];
+
+  /** The stream's share group `group`, as one state (model/stream-share.ts). */
+  shareGet(stream: S, group: string): ShareState | undefined;
+  sharePut(stream: S, group: string, state: ShareState): void;
 
   /** As QueueRows' capacityMark / capacityCheck: an append past the store's bound is refused whole. */
   capacityMark(): number;

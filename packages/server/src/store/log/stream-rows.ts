@@ -10,6 +10,7 @@ import type {
   StreamRecord,
 } from "../../model/stream.js";
 import type { GroupState } from "../../model/stream-group.js";
+import type { ShareState } from "../../model/stream-share.js";
 import type { PartitionHead, RecordSize, StreamRows } from "../embedded/stream-rows.js";
 import { compareText } from "./queue-state.js";
 import {
@@ -185,6 +186,15 @@ export class LogStreamRows implements StreamRows<StreamState> {
 
   groupNames(stream: StreamState): string[] {
     return [...stream.groups.keys()].sort(compareText);
+  }
+
+  shareGet(stream: StreamState, group: string): ShareState | undefined {
+    const state = stream.shares.get(group);
+    return state === undefined ? undefined : (JSON.parse(state) as ShareState);
+  }
+
+  sharePut(stream: StreamState, group: string, state: ShareState): void {
+    this.state.putGroup(stream, group, JSON.stringify(state), "shares");
   }
 
   capacityMark(): number {

@@ -70,6 +70,8 @@ export interface StreamState {
   readonly dedup: Map<string, { partition: number; offset: number; expiresAt: number }>;
   /** Each consumer group's state (model/stream-group.ts), as JSON text: what the log records too. */
   readonly groups: Map<string, string>;
+  /** Each share group's state (model/stream-share.ts), as JSON text. */
+  readonly shares: Map<string, string>;
 }
 
 /** One change of the stream state, as the log records it (records are streamRecords changes). */
@@ -82,7 +84,7 @@ export type StreamChange =
   | { op: "trim"; name: string; partition: number; before: number }
   | { op: "dedup"; name: string; dedupId: string; partition: number; offset: number; expiresAt: number }
   | { op: "dedupForget"; name: string; dedupId: string }
-  | { op: "group"; name: string; group: string; state: string }
+  | { op: "group"; name: string; group: string; state: string; share?: true }
   | { op: "groupDrop"; name: string; group: string };
 
 function emptyPartition(): PartitionLog {
@@ -156,7 +158,7 @@ export class LogStreamState {
         this.forget(stream, change.dedupId);
         return;
       case "group":
-        this.putGroup(stream, change.group, change.state);
+        this.putGroup(stream, change.group, change.state, change.share ? "shares" : "groups");
         return;
       case "groupDrop":
         this.dropGroup(stream, change.group);
@@ -197,6 +199,10 @@ export class LogStreamState {
       });
       for (const [group, state] of stream.groups) {
         emit({ op: "group", name, group, state });
+        cut();
+      }
+      for (const [group, state] of stream.shares) {
+        emit({ op: "group", name, group, state, share: true });
         cut();
       }
       cut();
@@ -284,6 +290,7 @@ export class LogStreamState {
       },
       dedup: new Map(),
       groups: new Map(),
+      shares: new Map(),
     };
     this.streams.set(name, stream);
     const bytes = limits.logStreamItemOverheadBytes * (1 + partitions) + name.length;
@@ -318,7 +325,7 @@ export class LogStreamState {
       }
     }
     for (const dedupId of stream.dedup.keys()) held += limits.logStreamItemOverheadBytes + dedupId.length;
-    for (const [group, state] of stream.groups) held += groupBytes(group, state);
+    for (const [group, state] of [...stream.groups, ...stream.shares]) held += groupBytes(group, state);
     this.streams.delete(stream.name);
     this.hold(-held);
     this.diskBytes -= onDisk;
@@ -435,15 +442,24 @@ export class LogStreamState {
       stream.dedup.set(dedupId, before);
     });
   }
-  putGroup(stream: StreamState, group: string, state: string): void {
-    const before = stream.groups.get(group);
-    stream.groups.set(group, state);
+  /** Stores a consumer group's state, or (`kind` "shares") a share group's. */
+  putGroup(stream: StreamState, group: string, state: string, kind: "groups" | "shares" = "groups"): void {
+    const groups = stream[kind];
+    const before = groups.get(group);
+    groups.set(group, state);
     const bytes = groupBytes(group, state) - (before === undefined ? 0 : groupBytes(group, before));
     this.hold(bytes);
-    this.record({ op: "group", name: stream.name, group, state }, () => {
+    const change: StreamChange = {
+      op: "group",
+      name: stream.name,
+      group,
+      state,
+      ...(kind === "shares" && { share: true as const }),
+    };
+    this.record(change, () => {
       this.hold(-bytes);
-      if (before === undefined) stream.groups.delete(group);
-      else stream.groups.set(group, before);
+      if (before === undefined) groups.delete(group);
+      else groups.set(group, before);
     });
   }
 

@@ -20,6 +20,7 @@ import { QueueContext } from "./queue-context.js";
 import { PostgresQueueStore } from "./queue-store.js";
 import { checkSchemaName } from "./schema.js";
 import { StreamGroups } from "./stream-groups.js";
+import { StreamShares } from "./stream-shares.js";
 import { PostgresStreamStore } from "./stream-store.js";
 
 export interface PostgresStoreOptions {
@@ -50,6 +51,7 @@ export class PostgresStore implements Store {
   private readonly inboxes: PostgresInboxStore;
   private readonly streams: PostgresStreamStore;
   private readonly groups: StreamGroups;
+  private readonly shares: StreamShares;
 
   private constructor(options: PostgresStoreOptions, schema: string) {
     this.schema = schema;
@@ -69,6 +71,7 @@ export class PostgresStore implements Store {
       this.streams.appends.appendIn(client, params),
     );
     this.queues = new PostgresQueueStore(context);
+    this.shares = new StreamShares(this.db, this.streams, context, options.random);
     this.exchanges = new PostgresExchangeStore(context);
     this.inboxes = new PostgresInboxStore(this.db, this.link);
   }
@@ -311,5 +314,31 @@ export class PostgresStore implements Store {
 
   streamGroupExpire(params: Params<"streamGroupExpire">) {
     return this.groups.expire(params);
+  }
+
+  // Stream share groups (stream-shares.ts).
+
+  streamShareUpsert(params: Params<"streamShareUpsert">) {
+    return this.shares.upsert(params);
+  }
+
+  streamShareReceive(params: Params<"streamShareReceive">) {
+    return this.shares.receive(params);
+  }
+
+  streamShareAck(params: Params<"streamShareAck">) {
+    return this.shares.ack(params);
+  }
+
+  streamShareNack(params: Params<"streamShareNack">) {
+    return this.shares.nack(params);
+  }
+
+  streamShareExtend(params: Params<"streamShareExtend">) {
+    return this.shares.extend(params);
+  }
+
+  streamSharePending(params: Params<"streamSharePending">) {
+    return this.shares.pending(params);
   }
 }

@@ -284,5 +284,12 @@ export const migrations: readonly string[] = [
     state     jsonb NOT NULL,
     PRIMARY KEY (stream_id, name)
   );
+  -- Share groups (stream-shares.ts), each one jsonb state (model/stream-share.ts), kept as groups are.
+  CREATE TABLE stream_shares (
+    stream_id bigint NOT NULL,
+    name      text NOT NULL,
+    state     jsonb NOT NULL,
+    PRIMARY KEY (stream_id, name)
+  );
   `,
 ];

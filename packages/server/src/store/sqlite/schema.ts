@@ -254,5 +254,13 @@ export const migrations: readonly string[] = [
     state     TEXT NOT NULL,
     PRIMARY KEY (stream_id, name)
   ) STRICT, WITHOUT ROWID;
+  -- A stream's share groups (store/embedded/stream-shares.ts), each one JSON state as groups are
+  -- (model/stream-share.ts ShareState).
+  CREATE TABLE stream_shares (
+    stream_id INTEGER NOT NULL REFERENCES streams ON DELETE CASCADE,
+    name      TEXT NOT NULL,
+    state     TEXT NOT NULL,
+    PRIMARY KEY (stream_id, name)
+  ) STRICT, WITHOUT ROWID;
   `,
 ];

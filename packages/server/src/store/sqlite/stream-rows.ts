@@ -13,6 +13,7 @@ import {
   zeroStreamCounters,
 } from "../../model/stream.js";
 import type { GroupState } from "../../model/stream-group.js";
+import type { ShareState } from "../../model/stream-share.js";
 import type { PartitionHead, RecordSize, StreamRows } from "../embedded/stream-rows.js";
 import { bodyCrc } from "./integrity.js";
 import type { Statements } from "./queue-rows.js";
@@ -277,6 +278,19 @@ export class SqliteStreamRows implements StreamRows<SqliteStream> {
     return (this.stmt.get(sql.groupSelectNames).all({ streamId: stream.streamId }) as { name: string }[]).map(
       (row) => row.name,
     );
+  }
+
+  shareGet(stream: SqliteStream, group: string): ShareState | undefined {
+    const row = this.stmt.get(sql.shareSelect).get({ streamId: stream.streamId, name: group }) as
+      | { state: string }
+      | undefined;
+    return row && (JSON.parse(row.state) as ShareState);
+  }
+
+  sharePut(stream: SqliteStream, group: string, state: ShareState): void {
+    this.stmt
+      .get(sql.shareUpsert)
+      .run({ streamId: stream.streamId, name: group, state: JSON.stringify(state) });
   }
 
   /** A SQLite file has no bound of its own on what it holds. */

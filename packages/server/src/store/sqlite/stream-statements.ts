@@ -111,3 +111,11 @@ export const groupDelete = "DELETE FROM stream_groups WHERE stream_id = :streamI
 
 /** Params: streamId. Returns: { name } of every group, by name. */
 export const groupSelectNames = "SELECT name FROM stream_groups WHERE stream_id = :streamId ORDER BY name";
+
+/** Params: streamId, name. Returns: { state } (JSON) of the share group. */
+export const shareSelect = "SELECT state FROM stream_shares WHERE stream_id = :streamId AND name = :name";
+
+/** Params: streamId, name, state (JSON). */
+export const shareUpsert = `
+  INSERT INTO stream_shares (stream_id, name, state) VALUES (:streamId, :name, :state)
+  ON CONFLICT (stream_id, name) DO UPDATE SET state = excluded.state`;

@@ -14,6 +14,7 @@ import { attributes, message, rejectsWith, t0 } from "../conformance-fixtures.js
 import type { StoreFactory } from "./harness.js";
 import { streamGroupTests } from "./stream-groups.js";
 import { bodyText, streamAttributes, streamRecord, streamSuite } from "./stream-harness.js";
+import { streamShareTests } from "./stream-shares.js";
 
 /** Every stream section, against the stores `factory` opens, a fresh one per test. */
 export function streamTests(factory: StoreFactory): void {
@@ -25,6 +26,7 @@ export function streamTests(factory: StoreFactory): void {
     streamRetentionTests(suite);
     streamBindingTests(suite);
     streamGroupTests(suite);
+    streamShareTests(suite);
   });
 }
 

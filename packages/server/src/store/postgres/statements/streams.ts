@@ -51,6 +51,7 @@ export const streamDeleteAll = `
   WITH records AS (DELETE FROM stream_records WHERE stream_id = $1),
   dedup AS (DELETE FROM stream_dedup WHERE stream_id = $1),
   groups AS (DELETE FROM stream_groups WHERE stream_id = $1),
+  shares AS (DELETE FROM stream_shares WHERE stream_id = $1),
   partitions AS (DELETE FROM stream_partitions WHERE stream_id = $1 RETURNING next - oldest AS held),
   stream AS (DELETE FROM streams WHERE stream_id = $1)
   SELECT coalesce(sum(held), 0)::float8 AS removed FROM partitions`;
@@ -212,3 +213,15 @@ export const streamGroupDelete = `DELETE FROM stream_groups WHERE stream_id = $1
 export const streamGroupSelectAll = `
   SELECT g.name, g.state FROM stream_groups g JOIN streams s USING (stream_id)
   WHERE s.name = $1 ORDER BY g.name COLLATE "C"`;
+
+/** $1 streamId, $2 group, $3 state (JSON). Creates the share group, or replaces its state. Returns:
+ * { created }. */
+export const streamShareUpsert = `
+  INSERT INTO stream_shares (stream_id, name, state) VALUES ($1, $2, $3)
+  ON CONFLICT (stream_id, name) DO UPDATE SET state = excluded.state RETURNING (xmax = 0) AS created`;
+
+/** $1 streamId, $2 group. Returns: { state } locked until commit. */
+export const streamShareLock = `SELECT state FROM stream_shares WHERE stream_id = $1 AND name = $2 FOR UPDATE`;
+
+/** $1 streamId, $2 group, $3 state (JSON). */
+export const streamShareSave = `UPDATE stream_shares SET state = $3 WHERE stream_id = $1 AND name = $2`;
