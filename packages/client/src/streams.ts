@@ -105,14 +105,14 @@ export class Streams {
     partition: number,
     options: { from?: number; fromTime?: Date | number; limit?: number } = {},
   ): Promise<StreamRecords> {
-    const query = new URLSearchParams();
-    if (options.from !== undefined) query.set("from", String(options.from));
-    if (options.fromTime !== undefined)
-      query.set(
-        "fromTime",
-        options.fromTime instanceof Date ? options.fromTime.toISOString() : String(options.fromTime),
-      );
-    if (options.limit !== undefined) query.set("limit", String(options.limit));
+    const { from, fromTime, limit } = options;
+    const query = new URLSearchParams({
+      ...(from !== undefined && { from: String(from) }),
+      ...(fromTime !== undefined && {
+        fromTime: fromTime instanceof Date ? fromTime.toISOString() : String(fromTime),
+      }),
+      ...(limit !== undefined && { limit: String(limit) }),
+    });
     const text = query.toString();
     const suffix = `/partitions/${partition}/records${text === "" ? "" : `?${text}`}`;
     return (await this.request("GET", streamPath(stream, suffix))).body as StreamRecords;
