@@ -297,6 +297,9 @@ export const limits = {
   deviceTokenLengthMax: 8 * 1024,
   /** How long each read of `hopper inbox tail` waits for an entry: the server's longest long poll. */
   cliInboxTailWaitMs: 20_000,
+  /** How often `hopper stream tail` reads again when it found nothing new: a stream read has no long
+   * poll, and a quarter of a second feels live at a terminal while costing one read a tick. */
+  cliStreamTailPollMs: 250,
   /** Entries each read of `hopper inbox tail` asks for at most. */
   cliInboxTailPageMax: 100,
   /** What an inbox entry, device or remembered id holds in the log store's memory besides its strings,
