@@ -16,7 +16,7 @@ import {
   integerFlag,
   UsageError,
 } from "./flags.js";
-import { bodyFromBytes, bodyFromText, readBody } from "./message-body.js";
+import { bodyFromArgumentOrFile } from "./message-body.js";
 import { formatBlock, formatBody, printJson } from "./output.js";
 
 interface CreateFlags {
@@ -154,12 +154,7 @@ async function appendRecord(
   [name, text]: (string | undefined)[],
   flags: AppendFlags,
 ) {
-  if ((text === undefined) === (flags.file === undefined))
-    throw new UsageError("give the body as an argument or with --file, not both and not neither.");
-  const body =
-    text !== undefined
-      ? bodyFromText(text, flags.text === true)
-      : bodyFromBytes(await readBody(flags.file as string), flags.text === true);
+  const body = await bodyFromArgumentOrFile(text, flags);
   const record = {
     ...body,
     ...(flags.key !== undefined && { key: flags.key }),
