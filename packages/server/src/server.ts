@@ -97,6 +97,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     exchanges,
     store instanceof SqliteStore || store instanceof LogStore ? store : undefined,
     inboxes,
+    streams,
   );
   const app = await buildHttpApp({ broker, exchanges, inboxes, streams, apiKeys, metrics, logger });
   const signals = new SignalHub(store, (error) => console.warn("signal not handed to other nodes", error));
