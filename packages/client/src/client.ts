@@ -14,6 +14,7 @@ import { defaultHttpTransport } from "./platform.js";
 import { SharedSocket } from "./shared-socket.js";
 import { Signals } from "./signals.js";
 import type { SocketTarget } from "./socket.js";
+import { Streams } from "./streams.js";
 import {
   type Binding,
   type ExchangeInfo,
@@ -145,6 +146,8 @@ export class HopperClient {
   readonly signals: Signals;
   /** A device's inbox subscriptions (with `token`); see inboxes.ts. */
   readonly inboxes: Inboxes;
+  /** Streams, their consumer groups and share groups; see streams.ts. */
+  readonly streams: Streams;
   private readonly token: string | undefined;
   /** The connection `publish()` sends over, with `publishOver: "websocket"`. */
   private readonly publishSocket: SharedSocket | undefined;
@@ -163,6 +166,7 @@ export class HopperClient {
         fetchTransport((input, init) => globalThis.fetch(input, init)));
     this.signals = new Signals(this.socketTarget());
     this.inboxes = new Inboxes(this.socketTarget());
+    this.streams = new Streams((method, path, options) => this.request(method, path, options), this.clock);
     this.publishSocket =
       options.publishOver === "websocket"
         ? new SharedSocket(this.socketTarget(), {

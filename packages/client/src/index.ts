@@ -22,6 +22,13 @@ export {
 } from "./inboxes.js";
 export { prefetchMax } from "./limits.js";
 export { type SignalListener, type SignalSubscription, Signals, type SignalsOptions } from "./signals.js";
+export {
+  type GroupConsumer,
+  type GroupConsumerOptions,
+  type GroupFetchOptions,
+  type SharedRecord,
+  Streams,
+} from "./streams.js";
 export * from "./types.js";
 export {
   createWorker,

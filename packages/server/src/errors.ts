@@ -51,6 +51,21 @@ export const errorCatalog = {
   too_many_inboxes: { status: 429, message: "The server holds the most inbox namespaces it allows." },
   too_many_devices: { status: 429, message: "The recipient has the most devices allowed." },
   too_many_recipients: { status: 400, message: "The append names more recipients than allowed." },
+  stream_not_found: { status: 404, message: "The stream does not exist." },
+  partition_not_found: { status: 400, message: "The stream has no partition of that number." },
+  offset_out_of_range: {
+    status: 416,
+    message: "The offset is not retained: it is below the oldest or beyond the next offset.",
+  },
+  partitions_shrink: { status: 409, message: "A stream's partitions may grow, never shrink." },
+  too_many_streams: { status: 429, message: "The server holds the most streams it allows." },
+  group_not_found: { status: 404, message: "The stream has no consumer group of that name." },
+  stale_generation: {
+    status: 409,
+    message: "The member no longer holds the partition in that generation: its lease moved.",
+  },
+  commit_beyond_fetched: { status: 400, message: "The commit names an offset beyond what was fetched." },
+  group_in_use: { status: 409, message: "Members hold partitions of the group; reset it with force." },
   too_many_tasks: { status: 429, message: "The server runs the most tasks it allows." },
   too_many_queues: { status: 429, message: "The server holds the most queues it allows." },
   too_many_waiters: { status: 429, message: "The server holds the most long polls it allows." },
@@ -156,6 +171,43 @@ export function inboxNotFound(inbox: string): HopperError {
 /** An ack names a sequence beyond the recipient's head: no such entry was ever appended. */
 export function cursorBeyondHead(seq: number, head: number): HopperError {
   return new HopperError("cursor_beyond_head", `Sequence ${seq} is beyond the head ${head}.`, { seq, head });
+}
+
+/** The stream of that name does not exist. */
+export function streamNotFound(stream: string): HopperError {
+  return new HopperError("stream_not_found", `Stream "${stream}" does not exist.`, { stream });
+}
+
+/** The stream has fewer partitions than the one named. */
+export function partitionNotFound(stream: string, partition: number, partitions: number): HopperError {
+  return new HopperError(
+    "partition_not_found",
+    `Stream "${stream}" has partitions 0 to ${partitions - 1}; there is no ${partition}.`,
+    { stream, partition, partitions },
+  );
+}
+
+/** A read from an offset the partition does not hold: below its oldest, or beyond its next. */
+export function offsetOutOfRange(offset: number, position: { oldest: number; next: number }): HopperError {
+  return new HopperError(
+    "offset_out_of_range",
+    `Offset ${offset} is outside the retained range [${position.oldest}, ${position.next}].`,
+    { offset, oldest: position.oldest, next: position.next },
+  );
+}
+
+/** The stream has no consumer group of that name. */
+export function groupNotFound(stream: string, group: string): HopperError {
+  return new HopperError("group_not_found", `Stream "${stream}" has no group "${group}".`, { stream, group });
+}
+
+/** The stream has more partitions than asked for, and partitions never go. */
+export function partitionsShrink(name: string, partitions: number): HopperError {
+  return new HopperError(
+    "partitions_shrink",
+    `Stream "${name}" has ${partitions} partitions; a stream's partitions may grow, never shrink.`,
+    { stream: name, partitions },
+  );
 }
 
 /**

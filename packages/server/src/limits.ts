@@ -301,6 +301,9 @@ export const limits = {
   deviceTokenLengthMax: 8 * 1024,
   /** How long each read of `hopper inbox tail` waits for an entry: the server's longest long poll. */
   cliInboxTailWaitMs: 20_000,
+  /** How often `hopper stream tail` reads again when it found nothing new: a stream read has no long
+   * poll, and a quarter of a second feels live at a terminal while costing one read a tick. */
+  cliStreamTailPollMs: 250,
   /** Entries each read of `hopper inbox tail` asks for at most. */
   cliInboxTailPageMax: 100,
   /** What an inbox entry, device or remembered id holds in the log store's memory besides its strings,
@@ -313,6 +316,52 @@ export const limits = {
   /** An inbox NOTIFY names its recipients up to this payload size; PostgreSQL's limit is 8,000 bytes,
    * and the margin leaves room for the namespace's name and the JSON around it. */
   postgresInboxNotifyPayloadBytesMax: 7_900,
+
+  /** Streams per server: each is rows per partition and a topic per partition, and the listing reads
+   * them all; as many as inbox namespaces. */
+  streamsMax: 1_000,
+  /** Records one stream read answers when it does not say. */
+  streamReadLimitDefault: 100,
+  /** Bytes of bodies one stream read answers at most, unless its first record alone is larger: a
+   * page of 1 KiB records is 1,000 of them, and a page stays one small response. */
+  streamReadBytesMax: 1024 * 1024,
+  /** Records and remembered dedupIds one streamSweep call removes, in one transaction: a backlog goes
+   * over several calls, so no sweep holds a commit for long. */
+  streamSweepBatchMax: 10_000,
+  /** streamSweep calls per stream per pass; the rest waits for the next pass. */
+  streamSweepCallsPerPassMax: 20,
+  /** How often retention runs over every stream: records past retention are still readable until it
+   * does, as Kafka's segments are deleted by a periodic check. */
+  streamSweepIntervalMs: 1 * minute,
+  /** Records one share group holds in flight (delivered, not yet acked): its state, which every share
+   * call reads and writes whole, holds one lease each, so the bound keeps that state small; a receive
+   * past it answers only redeliveries. */
+  streamShareInFlightMax: 10_000,
+  /** Records a share group's pending listing answers at most. */
+  streamSharePendingMax: 1_000,
+  /** What a stream, partition or remembered dedupId holds in the log store's memory besides its
+   * strings, about: counted against logStoreBytesMax. */
+  logStreamItemOverheadBytes: 96,
+  /** What one index entry of the log store's streams holds in memory (a run of records appended by
+   * one call, read back from the segment files), about, besides 4 bytes per record for its size. */
+  logStreamChunkOverheadBytes: 120,
+} as const;
+
+/** A new stream's attributes (model/stream-attributes.ts validates what a client sends). */
+export const streamDefaults = {
+  /** A week, as Kafka's log.retention.hours default (168): long enough to replay after a bad deploy
+   * found on Monday. */
+  retentionMs: 7 * day,
+  /** Off: age bounds a stream unless bytes or a count are asked for. */
+  retentionBytes: null,
+  retentionRecords: null,
+  /** As JetStream's duplicate window default: two minutes catch a producer's retries. */
+  dedupWindowMs: 2 * minute,
+  /** As Kafka's session.timeout.ms default (45 s): a member that stops fetching loses its partitions
+   * within a minute, yet a slow handler that fetches every few seconds keeps them. */
+  memberTimeoutMs: 45 * second,
+  /** As Kafka's offsets.retention.minutes default (7 days): a group gone for a week is forgotten. */
+  groupIdleExpiryMs: 7 * day,
 } as const;
 
 /** A new inbox namespace's attributes (model/inbox-attributes.ts validates what a client sends). */

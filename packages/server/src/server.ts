@@ -10,6 +10,7 @@ import { inboxSubscriptionSource } from "./broker/inbox-subscription.js";
 import { InboxBroker, type InboxBrokerStore } from "./broker/inboxes.js";
 import { QueueBroker } from "./broker/queues.js";
 import { SignalHub } from "./broker/signals.js";
+import { StreamBroker } from "./broker/streams.js";
 import { type Clock, systemClock } from "./clock.js";
 import { limits } from "./limits.js";
 import { Metrics } from "./observability/metrics.js";
@@ -53,6 +54,7 @@ export interface RunningServer {
   broker: QueueBroker;
   exchanges: ExchangeBroker;
   inboxes: InboxBroker;
+  streams: StreamBroker;
   store: Store;
   apiKeys: ApiKeys;
   close(): Promise<void>;
@@ -82,19 +84,22 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     error: (obj, msg) => console.error(msg, obj),
   });
   await broker.start();
-  const exchanges = new ExchangeBroker(store, clock, broker.router, broker);
+  const streams = new StreamBroker(store, clock, undefined, broker.router);
+  const exchanges = new ExchangeBroker(store, clock, broker.router, broker, streams);
   // The stores gain InboxStore one by one; the embedded ones have it.
   const inboxStore: InboxBrokerStore = store;
   const inboxes = new InboxBroker(inboxStore, clock, random);
   inboxes.start();
+  streams.start();
   const apiKeys = new ApiKeys(options.apiKeys ?? []);
   const metrics = new Metrics(
     broker,
     exchanges,
     store instanceof SqliteStore || store instanceof LogStore ? store : undefined,
     inboxes,
+    streams,
   );
-  const app = await buildHttpApp({ broker, exchanges, inboxes, apiKeys, metrics, logger });
+  const app = await buildHttpApp({ broker, exchanges, inboxes, streams, apiKeys, metrics, logger });
   const signals = new SignalHub(store, (error) => console.warn("signal not handed to other nodes", error));
   await registerWebSocketEndpoint(app, {
     broker,
@@ -115,12 +120,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     broker,
     exchanges,
     inboxes,
+    streams,
     store,
     apiKeys,
     close() {
       closing ??= (async () => {
         broker.stop();
         inboxes.stop();
+        streams.stop();
         // Long polls answer at once on stop; a connection still open after the grace period is a
         // keep-alive straggler, and is cut so that shutdown is bounded.
         const cutStragglers = setTimeout(() => app.server.closeAllConnections(), limits.shutdownGraceMs);

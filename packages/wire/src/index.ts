@@ -7,3 +7,4 @@
 export { wireLimits } from "./limits.js";
 export * from "./requests.js";
 export * from "./responses.js";
+export * from "./streams.js";

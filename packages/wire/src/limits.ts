@@ -88,4 +88,21 @@ export const wireLimits = {
   /** An inbox message's id (the application's, e.g. its chat message id): the key appends are
    * deduplicated on, as long as a dedupId. */
   inboxMessageIdLengthMax: 128,
+
+  /** Partitions of one stream: each is a log with its own head row, lock and wake-up topic, and a
+   * consumer group leases them one by one; 1,024 is more than Kafka clusters give a topic. */
+  streamPartitionsMax: 1_024,
+  /** Records one stream read or group fetch answers at most: as an inbox read's page. */
+  streamReadLimitMax: 1_000,
+  /** A stream's retention by age: from a minute, as queues', to ten years (a log may be an archive). */
+  streamRetentionMsMin: 60 * second,
+  streamRetentionMsMax: 3_650 * day,
+  /** A consumer-group member's timeout: from a second (tests, fast failover) to a day. */
+  streamMemberTimeoutMsMin: 1 * second,
+  streamMemberTimeoutMsMax: 1 * day,
+  /** How long an idle consumer group is kept: from a minute to a year. */
+  streamGroupIdleExpiryMsMin: 1 * minute,
+  streamGroupIdleExpiryMsMax: 365 * day,
+  /** A consumer-group member's id, as a name. */
+  streamMemberLengthMax: nameLengthMax,
 } as const;

@@ -7,10 +7,10 @@
 import Type, { type Static } from "typebox";
 import { wireLimits as limits } from "./limits.js";
 
-const strict = { additionalProperties: false } as const;
+export const strict = { additionalProperties: false } as const;
 
 export const Name = Type.String({ pattern: limits.namePattern, description: "[A-Za-z0-9_.:-]{1,128}" });
-const Ms = (max: number, description?: string) =>
+export const Ms = (max: number, description?: string) =>
   Type.Integer({ minimum: 0, maximum: max, ...(description ? { description } : {}) });
 
 export const QueueParams = Type.Object({ queue: Name }, strict);
@@ -103,7 +103,7 @@ const Headers = Type.Record(
 );
 
 /** The fields of a message that every way of sending shares. */
-const messageFields = {
+export const messageFields = {
   /** Any JSON value. Use `bodyBase64` instead for bytes. */
   body: Type.Optional(Type.Unknown({ description: "Any JSON value; stored as its JSON text" })),
   bodyBase64: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9+/]*={0,2}$" })),

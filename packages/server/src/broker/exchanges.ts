@@ -6,9 +6,10 @@ import type { Clock } from "../clock.js";
 import { exchangeNotFound, HopperError } from "../errors.js";
 import { limits } from "../limits.js";
 import type { BindingDestination, ExchangeRecord, ExchangeType } from "../model/exchange.js";
-import type { Store } from "../store/store.js";
+import type { Store, StreamAppendCopy } from "../store/store.js";
 import { checkRoutingKey, type OutgoingMessage, type QueueBroker } from "./queues.js";
 import type { Router } from "./router.js";
+import type { StreamBroker } from "./streams.js";
 
 export interface PublishItem {
   routingKey: string;
@@ -45,6 +46,8 @@ export class ExchangeBroker {
     private readonly clock: Clock,
     private readonly router: Router,
     private readonly queues: QueueBroker,
+    /** Plans the copies into streams bound to an exchange (their partitions). */
+    private readonly streams?: StreamBroker,
   ) {}
 
   async putExchange(
@@ -105,9 +108,10 @@ export class ExchangeBroker {
   }
 
   /**
-   * Routes each message and writes its copies, all of the batch in one transaction. A message that
-   * reaches no queue fails with `unroutable` when the publish is mandatory; otherwise it is answered
-   * `routed: 0`, not stored, and counted in `unroutable`.
+   * Routes each message and writes its copies into queues and streams, all of the batch in one
+   * transaction. A message that reaches no queue or stream fails with `unroutable` when the publish
+   * is mandatory; otherwise it is answered `routed: 0`, not stored, and counted in `unroutable`.
+   * `routed` counts the queue copies stored anew and the stream records appended.
    */
   async publish(exchange: string, items: PublishItem[], mandatory: boolean): Promise<PublishResult[]> {
     if (items.length < 1 || items.length > limits.batchSizeMax) {
@@ -117,9 +121,11 @@ export class ExchangeBroker {
       throw exchangeNotFound(exchange);
     }
     for (const item of items) checkRoutingKey(item.routingKey);
-    const routes = await Promise.all(items.map((item) => this.router.route(exchange, item.routingKey)));
-    const results: (PublishResult | undefined)[] = routes.map((queues) => {
-      if (queues.length > 0) return undefined;
+    const routes = await Promise.all(
+      items.map((item) => this.router.destinations(exchange, item.routingKey)),
+    );
+    const results: (PublishResult | undefined)[] = routes.map(({ queues, streams }) => {
+      if (queues.length + streams.length > 0) return undefined;
       if (mandatory) {
         return {
           error: new HopperError("unroutable", `No binding of "${exchange}" matches the routing key.`),
@@ -129,13 +135,42 @@ export class ExchangeBroker {
       return undefined;
     });
     const routed = items
-      .map((item, index) => ({ index, message: item.message, queues: routes[index] ?? [] }))
-      .filter(({ index, queues }) => results[index] === undefined && queues.length > 0);
-    const written = await this.queues.sendCopies(routed);
-    routed.forEach(({ index }, i) => {
-      results[index] = written[i];
+      .map((item, index) => ({
+        index,
+        message: item.message,
+        ...(routes[index] ?? { queues: [], streams: [] }),
+      }))
+      .filter(
+        ({ index, queues, streams }) => results[index] === undefined && queues.length + streams.length > 0,
+      );
+    const appends = await this.streamCopies(routed);
+    const written = await this.queues.sendCopies(routed, appends);
+    for (const { stream } of appends) this.streams?.appended(stream);
+    routed.forEach(({ index, streams }, i) => {
+      const result = written[i];
+      results[index] =
+        result && !("error" in result) ? { ...result, routed: result.routed + streams.length } : result;
     });
     // What is left unanswered reached no queue and was not mandatory: it was never stored.
     return results.map((result) => result ?? { id: null, routed: 0, duplicate: false });
+  }
+
+  /** The records the routed messages append to their streams, one list per stream, in message order. */
+  private async streamCopies(
+    routed: { message: OutgoingMessage; streams: string[] }[],
+  ): Promise<StreamAppendCopy[]> {
+    const appends = new Map<string, StreamAppendCopy>();
+    for (const { message, streams } of routed) {
+      for (const stream of streams) {
+        if (!this.streams) throw new HopperError("not_implemented", "This server has no streams.");
+        let copy = appends.get(stream);
+        if (!copy) {
+          copy = { stream, records: [] };
+          appends.set(stream, copy);
+        }
+        copy.records.push(await this.streams.recordOf(stream, message));
+      }
+    }
+    return [...appends.values()];
   }
 }

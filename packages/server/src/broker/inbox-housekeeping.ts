@@ -10,6 +10,7 @@ import { HopperError } from "../errors.js";
 import { limits } from "../limits.js";
 import type { ClusterLink } from "../store/cluster-link.js";
 import type { InboxStore } from "../store/inbox-store.js";
+import { PeriodicPass } from "./periodic-pass.js";
 import type { Logger } from "./queue-context.js";
 
 /** What an inbox broker needs of the store: the inboxes, and the cluster's housekeeping leader. */
@@ -23,38 +24,28 @@ export interface SweepTotals {
 }
 
 export class InboxHousekeeping {
-  private cancelTimer: (() => void) | undefined;
-  private stopped = false;
+  private readonly timer: PeriodicPass;
 
   constructor(
     private readonly store: InboxBrokerStore,
     private readonly clock: Clock,
-    private readonly log: Logger,
-  ) {}
+    log: Logger,
+  ) {
+    this.timer = new PeriodicPass(
+      clock,
+      limits.inboxSweepIntervalMs,
+      () => this.pass(),
+      (error) => log.error({ err: error }, "inbox housekeeping failed; retrying next pass"),
+    );
+  }
 
   /** Sets the first pass one interval from now. */
   start(): void {
-    this.arm();
+    this.timer.start();
   }
 
   stop(): void {
-    this.stopped = true;
-    this.cancelTimer?.();
-    this.cancelTimer = undefined;
-  }
-
-  private arm(): void {
-    if (this.stopped) return;
-    this.cancelTimer?.();
-    this.cancelTimer = this.clock.setTimer(this.clock.now() + limits.inboxSweepIntervalMs, async () => {
-      this.cancelTimer = undefined;
-      try {
-        await this.pass();
-      } catch (error) {
-        if (!this.stopped) this.log.error({ err: error }, "inbox housekeeping failed; retrying next pass");
-      }
-      this.arm();
-    });
+    this.timer.stop();
   }
 
   /** One pass: when this node leads housekeeping, sweeps every namespace; answers what was removed. */
@@ -62,7 +53,7 @@ export class InboxHousekeeping {
     const totals: SweepTotals = { expired: 0, devicesForgotten: 0, acked: 0 };
     if (!(await this.store.housekeepingLeader())) return totals;
     for (const inbox of await this.store.inboxList()) {
-      if (this.stopped) break;
+      if (this.timer.isStopped) break;
       const swept = await this.sweep(inbox.name, this.clock.now());
       totals.expired += swept.expired;
       totals.devicesForgotten += swept.devicesForgotten;

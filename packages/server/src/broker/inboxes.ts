@@ -442,7 +442,7 @@ function cursorBeyondHead(seq: number, head: number): HopperError {
 }
 
 /** Headers as the API allows them: at most headersCountMax, names of the header pattern, bounded values. */
-function checkHeaders(headers: Record<string, string>): Record<string, string> {
+export function checkHeaders(headers: Record<string, string>): Record<string, string> {
   const names = Object.keys(headers);
   if (names.length > limits.headersCountMax) {
     throw invalid(`A message has at most ${limits.headersCountMax} headers.`);

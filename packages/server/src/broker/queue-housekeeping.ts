@@ -64,7 +64,13 @@ export class QueueHousekeeping {
       }
       return;
     }
-    if (event.kind === "exchange" || event.kind === "signal" || event.kind === "inbox") return;
+    if (
+      event.kind === "exchange" ||
+      event.kind === "signal" ||
+      event.kind === "inbox" ||
+      event.kind === "stream"
+    )
+      return;
     if (event.kind === "queue") {
       this.admin.drop(event.queue);
       scheduler.offer(event.queue, clock.now());

@@ -9,7 +9,7 @@ import { bodyByteLength } from "../model/message.js";
 import { dedupIdFor, type SendPolicy } from "../model/policies.js";
 import { depthOf, type QueueRecord } from "../model/queue.js";
 import { pushbackRefusal } from "../model/queue-attributes.js";
-import type { QueueSend, SendOutcome } from "../store/store.js";
+import type { QueueSend, SendOutcome, StreamAppendCopy } from "../store/store.js";
 import type { Handoffs, HandoffTicket } from "./handoffs.js";
 import type { QueueAdmin } from "./queue-admin.js";
 import { checkBatchSize, deadLettered, type QueueContext, wakeQueue } from "./queue-context.js";
@@ -72,9 +72,12 @@ export class QueueSender {
    * deduplication and overflow policy; a queue that refuses by overflow (queue_full) fails the whole
    * call, which then stores nothing. `routed` counts the copies stored; an item that every queue
    * already had is a `duplicate`, answered with the id stored first. This is an exchange publish's
-   * write.
+   * write; `appends`, its copies into streams, are written in the same transaction.
    */
-  async sendCopies(items: { message: OutgoingMessage; queues: string[] }[]): Promise<CopiesResult[]> {
+  async sendCopies(
+    items: { message: OutgoingMessage; queues: string[] }[],
+    appends: StreamAppendCopy[] = [],
+  ): Promise<CopiesResult[]> {
     const now = this.context.clock.now();
     // Each queue is looked up once per call: a missing one refuses every item routed to it.
     const records = new Map<string, QueueRecord | HopperError>();
@@ -88,11 +91,13 @@ export class QueueSender {
       const refusal = refusalOf(message, queues, records);
       placed.push(refusal ? { error: refusal } : await this.place(message, queues, records, sends, now));
     }
-    if (sends.size === 0)
+    if (sends.size === 0) {
+      if (appends.length > 0) await this.context.store.queueSendMany({ sends: [], now, appends });
       return placed.map((item) => ("error" in item ? item : { id: item.id, routed: 0, duplicate: false }));
+    }
     const all = [...sends.values()];
     for (const send of all) await this.checkPushback(send.record, now);
-    const answers = await this.write(all, now);
+    const answers = await this.write(all, now, appends);
     const idsOf = new Map(all.map((send, i) => [send as QueueSend, answers[i]?.ids ?? []]));
     for (const send of all) this.sent(send.record, send.policy, send.firstVisibleAt, now);
     return placed.map((item) => answerOf(item, idsOf));
@@ -146,7 +151,7 @@ export class QueueSender {
    * Writes the planned sends in one store call, handing messages off to the long polls (and push
    * consumers' credit) waiting on their queues, and wakes the other long polls for what is left.
    */
-  private async write(all: PlannedSend[], now: number): Promise<SendOutcome[]> {
+  private async write(all: PlannedSend[], now: number, appends: StreamAppendCopy[]): Promise<SendOutcome[]> {
     // A long poll waiting on a queue takes the send's messages as they are written (handoffs.ts).
     const tickets = new Map<PlannedSend, HandoffTicket>();
     for (const send of all) {
@@ -160,6 +165,7 @@ export class QueueSender {
         return handoff ? { queue, messages, policy, handoff } : { queue, messages, policy };
       }),
       now,
+      ...(appends.length > 0 && { appends }),
     });
     // The other long polls wake for what the hand-offs leave. Where writes commit in call order, a
     // long poll woken as the send is called leases in its transaction, after it, and shares its commit

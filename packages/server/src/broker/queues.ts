@@ -10,7 +10,7 @@ import { uuidv7Generator } from "../ids.js";
 import type { LeasedMessage, MessageState, StoredMessage } from "../model/message.js";
 import type { QueueAttributesInput } from "../model/queue-attributes.js";
 import type { Random } from "../random.js";
-import type { Store } from "../store/store.js";
+import type { Store, StreamAppendCopy } from "../store/store.js";
 import { type Claim, type HandoffSink, Handoffs } from "./handoffs.js";
 import { QueueAdmin, type QueueInfo, type QueueStats } from "./queue-admin.js";
 import type { ItemResult, Logger, QueueContext } from "./queue-context.js";
@@ -132,8 +132,11 @@ export class QueueBroker {
   }
 
   /** Stores a copy of each message in each of its queues, all or none per item (QueueSender.sendCopies). */
-  sendCopies(items: { message: OutgoingMessage; queues: string[] }[]): Promise<CopiesResult[]> {
-    return this.sender.sendCopies(items);
+  sendCopies(
+    items: { message: OutgoingMessage; queues: string[] }[],
+    appends?: StreamAppendCopy[],
+  ): Promise<CopiesResult[]> {
+    return this.sender.sendCopies(items, appends);
   }
 
   /**

@@ -14,6 +14,8 @@ export class Router {
   constructor(private readonly store: Store) {
     store.watch((event) => {
       if (event.kind === "exchange" || event.kind === "queue" || event.kind === "resync") this.invalidate();
+      // A deleted stream took the bindings to it.
+      if (event.kind === "stream" && event.partitions === null) this.invalidate();
     });
   }
 
@@ -26,16 +28,23 @@ export class Router {
     return (await this.load()).get(name);
   }
 
-  /**
-   * The queues that a message with `routingKey` reaches from `exchange`, each once however many
-   * bindings lead to it. An exchange that reaches no queue hands the message to its alternate. Each
-   * exchange is visited at most once, so cycles of exchange-to-exchange bindings end.
-   */
+  /** The queues that a message with `routingKey` reaches from `exchange` (destinations' queues). */
   async route(exchange: string, routingKey: string): Promise<string[]> {
+    return (await this.destinations(exchange, routingKey)).queues;
+  }
+
+  /**
+   * The queues and streams that a message with `routingKey` reaches from `exchange`, each once however
+   * many bindings lead to it. An exchange that reaches no queue or stream hands the message to its
+   * alternate. Each exchange is visited at most once, so cycles of exchange-to-exchange bindings end.
+   */
+  async destinations(exchange: string, routingKey: string): Promise<{ queues: string[]; streams: string[] }> {
     const graph = await this.load();
     const queues = new Set<string>();
+    const streams = new Set<string>();
     const visited = new Set<string>();
-    // Returns how many queue bindings the visit reached, so an exchange knows whether it routed at all.
+    // Returns how many queue and stream bindings the visit reached, so an exchange knows whether it
+    // routed at all.
     const visit = (name: string): number => {
       const record = graph.get(name);
       if (!record || visited.has(name)) return 0;
@@ -46,6 +55,9 @@ export class Router {
         if (binding.destination.kind === "queue") {
           queues.add(binding.destination.name);
           reached++;
+        } else if (binding.destination.kind === "stream") {
+          streams.add(binding.destination.name);
+          reached++;
         } else {
           reached += visit(binding.destination.name);
         }
@@ -54,7 +66,7 @@ export class Router {
       return reached;
     };
     visit(exchange);
-    return [...queues];
+    return { queues: [...queues], streams: [...streams] };
   }
 
   private load(): Promise<Map<string, ExchangeRecord>> {

@@ -18,7 +18,7 @@ import {
   integerFlag,
   UsageError,
 } from "./flags.js";
-import { bodyFromBytes, bodyFromText, readBody } from "./message-body.js";
+import { bodyFromArgumentOrFile } from "./message-body.js";
 import { formatBlock, formatBody, plural, printJson } from "./output.js";
 
 interface CreateFlags {
@@ -193,13 +193,7 @@ async function appendMessage(
     .map((name) => name.trim())
     .filter((name) => name !== "");
   if (recipients.length === 0) throw new UsageError("name at least one recipient.");
-  if ((text === undefined) === (flags.file === undefined)) {
-    throw new UsageError("give the body as an argument or with --file, not both and not neither.");
-  }
-  const body =
-    text !== undefined
-      ? bodyFromText(text, flags.text === true)
-      : bodyFromBytes(await readBody(flags.file as string), flags.text === true);
+  const body = await bodyFromArgumentOrFile(text, flags);
   const message = { id: flags.id, ...body, ...(flags.header && { headers: flags.header }) };
   const { results } = await request<{ results: AppendResult[] }>(
     connection,

@@ -8,6 +8,7 @@ import { addLogCommands } from "./log-commands.js";
 import { addMessageCommands } from "./message-commands.js";
 import { addQueueCommands } from "./queue-commands.js";
 import type { ServeFlags } from "./serve.js";
+import { addStreamCommands } from "./stream-commands.js";
 
 const program = new Command();
 program.name("hopper").description("Hopper, a durable message broker").version("0.1.0");
@@ -58,6 +59,7 @@ addMessageCommands(program);
 addDlqCommands(program);
 addLogCommands(program);
 addInboxCommands(program);
+addStreamCommands(program);
 
 /**
  * Loads the server (Fastify, SQLite, metrics) only when `serve` runs: importing it costs most of a

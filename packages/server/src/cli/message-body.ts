@@ -36,6 +36,21 @@ export function bodyFromBytes(bytes: Uint8Array, asText = false): Body {
   return bodyFromText(text, asText);
 }
 
+/**
+ * The body of a command that takes it as an argument or from `--file` (exactly one of them), as JSON
+ * when it parses unless `asText`.
+ */
+export async function bodyFromArgumentOrFile(
+  text: string | undefined,
+  flags: { file?: string | undefined; text?: boolean | undefined },
+): Promise<Body> {
+  if ((text === undefined) === (flags.file === undefined))
+    throw new UsageError("give the body as an argument or with --file, not both and not neither.");
+  return text !== undefined
+    ? bodyFromText(text, flags.text === true)
+    : bodyFromBytes(await readBody(flags.file as string), flags.text === true);
+}
+
 /** Opens `--file` for reading, "-" being stdin; a path that cannot be opened is a usage error. */
 async function openInput(path: string): Promise<NodeJS.ReadableStream> {
   if (path === "-") return process.stdin;

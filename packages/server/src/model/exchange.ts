@@ -3,7 +3,7 @@
 export type ExchangeType = "fanout" | "direct" | "topic";
 
 export interface BindingDestination {
-  kind: "queue" | "exchange";
+  kind: "queue" | "exchange" | "stream";
   name: string;
 }
 

@@ -9,10 +9,12 @@
  */
 import { Counter, collectDefaultMetrics, Gauge, Registry } from "prom-client";
 import type { ExchangeBroker } from "../broker/exchanges.js";
-import type { Histogram } from "../broker/inbox-stats.js";
 import type { InboxBroker } from "../broker/inboxes.js";
 import type { QueueBroker } from "../broker/queues.js";
+import type { StreamBroker } from "../broker/streams.js";
 import type { RecoveryOutcome } from "../store/log/log-recovery.js";
+import { Family, labelValue } from "./families.js";
+import { renderStreams } from "./stream-metrics.js";
 
 const counterEvents = [
   "published",
@@ -30,47 +32,6 @@ const counterEvents = [
 /** The store's counters of a namespace's entries, by how they arrived or left (InboxCounters). */
 const inboxEvents = ["appended", "duplicates", "skipped", "acked", "expired", "overflowed"] as const;
 
-/** A family of per-queue series: its header, then one line per series as the pages come. */
-class Family {
-  private readonly lines: string[];
-
-  constructor(
-    readonly name: string,
-    help: string,
-    type: "counter" | "gauge" | "histogram",
-  ) {
-    this.lines = [`# HELP ${name} ${escapeHelp(help)}`, `# TYPE ${name} ${type}`];
-  }
-
-  add(labels: string, value: number): void {
-    this.lines.push(`${this.name}{${labels}} ${value}`);
-  }
-
-  /** A histogram's series for one label set: cumulative buckets, +Inf, sum and count. */
-  addHistogram(labels: string, histogram: Histogram): void {
-    for (const [bound, count] of histogram.cumulative()) {
-      this.lines.push(`${this.name}_bucket{${labels},le="${bound}"} ${count}`);
-    }
-    this.lines.push(`${this.name}_bucket{${labels},le="+Inf"} ${histogram.count}`);
-    this.lines.push(`${this.name}_sum{${labels}} ${histogram.sum}`);
-    this.lines.push(`${this.name}_count{${labels}} ${histogram.count}`);
-  }
-
-  text(): string {
-    return `${this.lines.join("\n")}\n`;
-  }
-}
-
-/** As the exposition format escapes: a backslash and a line feed in help text. */
-function escapeHelp(help: string): string {
-  return help.replace(/\\/g, "\\\\").replace(/\n/g, "\\n");
-}
-
-/** As the exposition format escapes a label value: backslash, double quote, line feed. */
-function labelValue(value: string): string {
-  return value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
-}
-
 export class Metrics {
   private readonly registry = new Registry();
 
@@ -83,6 +44,7 @@ export class Metrics {
       recovery?: RecoveryOutcome | undefined;
     },
     private readonly inboxes?: InboxBroker,
+    private readonly streams?: StreamBroker,
   ) {
     collectDefaultMetrics({ register: this.registry, prefix: "hopper_" });
     new Counter({
@@ -184,7 +146,8 @@ export class Metrics {
   async render(): Promise<string> {
     const queueFamilies = await this.renderQueues();
     const inboxFamilies = this.inboxes ? `\n${await this.renderInboxes(this.inboxes)}` : "";
-    return `${await this.registry.metrics()}\n${queueFamilies}${inboxFamilies}`;
+    const streamFamilies = this.streams ? `\n${await renderStreams(this.streams)}` : "";
+    return `${await this.registry.metrics()}\n${queueFamilies}${inboxFamilies}${streamFamilies}`;
   }
 
   /**

@@ -7,7 +7,7 @@ import type { HopperError } from "../errors.js";
 import type { LeasedMessage, MessageState, ReceiptResult, StoredMessage } from "../model/message.js";
 import type { SendPolicy } from "../model/policies.js";
 import type { DeadLetterRoute, QueueAttributes, QueueDepth, QueueKind, QueueRecord } from "../model/queue.js";
-import type { Applied, QueueListPage, QueueSend, SendOutcome } from "./store.js";
+import type { Applied, QueueListPage, QueueSend, SendOutcome, StreamAppendCopy } from "./store.js";
 
 export interface QueueStore {
   /** Creates the queue, or updates its attributes. Throws queue_kind_mismatch, too_many_queues,
@@ -38,10 +38,15 @@ export interface QueueStore {
    * (one exchange publish writes several queues). In a FIFO queue each message joins the group of
    * its key (a message without a key is in the queue's keyless group). Answers, per send and per
    * message, the id that stands for it: its own, or for a duplicate the original's; and the messages
-   * leased to the send's hand-off (Handoff), in the order leased. Throws queue_not_found and
-   * queue_full.
+   * leased to the send's hand-off (Handoff), in the order leased. `appends`: records appended to
+   * streams in the same transaction (an exchange publish's copies into streams, StreamStore
+   * streamAppend's rules). Throws queue_not_found, queue_full, and streamAppend's errors.
    */
-  queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<SendOutcome[]>;
+  queueSendMany(params: {
+    sends: QueueSend[];
+    now: number;
+    appends?: StreamAppendCopy[];
+  }): Promise<SendOutcome[]>;
 
   /**
    * Leases up to `max` available messages, each until `leaseExpiresAt`, and increments their delivery

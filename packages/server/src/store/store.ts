@@ -6,10 +6,12 @@
  */
 import type { LeasedMessage, NewMessage, ReceiptResult } from "../model/message.js";
 import type { Handoff, SendPolicy } from "../model/policies.js";
+import type { NewStreamRecord } from "../model/stream.js";
 import type { ClusterLink } from "./cluster-link.js";
 import type { ExchangeStore } from "./exchange-store.js";
 import type { InboxStore } from "./inbox-store.js";
 import type { QueueStore } from "./queue-store.js";
+import type { StreamStore } from "./stream-store.js";
 
 /** How durable an embedded store's answer is. "fsync": it survives power loss. "os": it is written to
  * the OS, which flushes later; a process crash loses nothing, a power loss may lose the last writes. */
@@ -27,6 +29,12 @@ export interface QueueSend {
   policy: SendPolicy;
   /** A receive waiting on the queue that takes messages of this send as they are written. */
   handoff?: Handoff;
+}
+
+/** One stream's part of an exchange publish: its records, partitions chosen (queueSendMany's appends). */
+export interface StreamAppendCopy {
+  stream: string;
+  records: NewStreamRecord[];
 }
 
 /** What a send stored in one queue: the id standing for each message, and what it handed off. */
@@ -48,7 +56,9 @@ export type Applied = (results: ReceiptResult[]) => void;
  * (a send, a nack, a hand-back), a queue was created, updated or deleted, or an exchange or its
  * bindings changed, or a signal was published through another node; `inbox`: entries were appended
  * to those recipients' logs of an inbox namespace (null: to recipients too many to name in one
- * notification, or the namespace was created or deleted), so their subscribers look again. `resync`
+ * notification, or the namespace was created or deleted), so their subscribers look again; `stream`:
+ * records were appended to those partitions of a stream, so its waiting fetches look again (null: the
+ * stream was deleted, and the bindings to it with it). `resync`
  * says changes may have been missed (the store reconnected), so everything cached or waiting should
  * look again.
  */
@@ -58,6 +68,7 @@ export type StoreEvent =
   | { kind: "exchange"; exchange: string }
   | { kind: "signal"; channel: string; dataJson: string }
   | { kind: "inbox"; inbox: string; recipients: string[] | null }
+  | { kind: "stream"; stream: string; partitions: number[] | null }
   | { kind: "resync" };
 
 /**
@@ -65,7 +76,7 @@ export type StoreEvent =
  * entity (streams, inboxes) adds its interface here, one file per store implements it, and the
  * conformance suite gets one section for it.
  */
-export interface Store extends QueueStore, ExchangeStore, InboxStore, ClusterLink {
+export interface Store extends QueueStore, ExchangeStore, InboxStore, StreamStore, ClusterLink {
   /**
    * True when writes commit in the order they are called and a write called in the same turn of the
    * event loop as an earlier one commits with it (SQLite's group commit). Then a long poll woken as a

@@ -38,3 +38,10 @@ export function openFailing(dir: string): { store: LogStore; failWrites: (failin
     },
   };
 }
+
+/** `bytes` bytes that differ with `index` in every byte, so a body read from the wrong place shows. */
+export function patternedBody(index: number, bytes: number): Buffer {
+  const body = Buffer.alloc(bytes);
+  for (let at = 0; at < bytes; at++) body[at] = (index * 31 + at * 7) & 0xff;
+  return body;
+}

@@ -20,6 +20,7 @@ import { isDeviceUpgrade } from "../../auth/device-tokens.js";
 import type { ExchangeBroker } from "../../broker/exchanges.js";
 import type { InboxBroker } from "../../broker/inboxes.js";
 import type { QueueBroker } from "../../broker/queues.js";
+import type { StreamBroker } from "../../broker/streams.js";
 import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { Metrics } from "../../observability/metrics.js";
@@ -28,12 +29,15 @@ import { answerClientError } from "./client-errors.js";
 import { registerExchangeRoutes } from "./exchange-routes.js";
 import { registerInboxRoutes } from "./inbox-routes.js";
 import { registerQueueRoutes } from "./queue-routes.js";
+import { registerStreamRoutes } from "./stream-routes.js";
 
 export interface HttpAppOptions {
   broker: QueueBroker;
   exchanges: ExchangeBroker;
   /** The inbox routes are served when it is given. */
   inboxes?: InboxBroker;
+  /** The stream routes are served when it is given. */
+  streams?: StreamBroker;
   apiKeys: ApiKeys;
   metrics: Metrics;
   logger: boolean | object;
@@ -100,6 +104,7 @@ export async function buildHttpApp(options: HttpAppOptions): Promise<FastifyInst
   registerQueueRoutes(app, options.broker);
   registerExchangeRoutes(app, options.exchanges);
   if (options.inboxes) registerInboxRoutes(app, options.inboxes);
+  if (options.streams) registerStreamRoutes(app, options.streams);
   return app;
 }
 

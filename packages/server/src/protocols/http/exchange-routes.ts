@@ -13,15 +13,14 @@ import { renderExchange, renderItemResult } from "../wire/render.js";
 
 type ExchangePath = { exchange: string };
 
-/** A binding names exactly one destination. Streams do not exist yet. */
+/** A binding names exactly one destination. */
 function destinationOf(body: BindingBody): BindingDestination {
   const given = [body.queue, body.exchange, body.stream].filter((name) => name !== undefined);
   if (given.length !== 1)
     throw new HopperError("invalid_request", "A binding names one of queue, exchange or stream.");
-  if (body.stream !== undefined) throw new HopperError("not_implemented", "Streams are not implemented yet.");
-  return body.queue !== undefined
-    ? { kind: "queue", name: body.queue }
-    : { kind: "exchange", name: body.exchange as string };
+  if (body.queue !== undefined) return { kind: "queue", name: body.queue };
+  if (body.stream !== undefined) return { kind: "stream", name: body.stream };
+  return { kind: "exchange", name: body.exchange as string };
 }
 
 export function registerExchangeRoutes(app: FastifyInstance, exchanges: ExchangeBroker): void {

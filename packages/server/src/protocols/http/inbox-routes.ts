@@ -15,19 +15,11 @@ import type { FastifyInstance } from "fastify";
 import type { InboxBroker } from "../../broker/inboxes.js";
 import { appendBodySpan } from "../wire/body-spans.js";
 import { inboxEntriesJson, renderInbox, renderRecipient } from "../wire/inbox-render.js";
+import { abortOnClose } from "./abort-on-close.js";
 
 type InboxPath = { ns: string };
 type RecipientPath = { ns: string; recipient: string };
 type DevicePath = RecipientPath & { device: string };
-
-/** Aborts when the client goes away before the answer is sent, so a long poll stops waiting. */
-function abortOnClose(raw: import("node:http").ServerResponse): AbortSignal {
-  const controller = new AbortController();
-  raw.on("close", () => {
-    if (!raw.writableFinished) controller.abort();
-  });
-  return controller.signal;
-}
 
 const tags = ["inboxes"];
 

@@ -116,14 +116,15 @@ function eachMember(
 
 /**
  * The span of each message's `body` in a send frame or request body, in message order (undefined for
- * a message without one, or that is not an object), or undefined when the text has no `messages` array.
+ * a message without one, or that is not an object), or undefined when the text has no `messages` array
+ * (`arrayName`: a stream append's `records`).
  */
-export function sendBodySpans(bytes: Buffer): (Span | undefined)[] | undefined {
+export function sendBodySpans(bytes: Buffer, arrayName = "messages"): (Span | undefined)[] | undefined {
   let spans: (Span | undefined)[] | undefined;
   // An HTTP body may begin with a byte order mark, which its parser skips.
   const start = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
   eachMember(bytes, skipSpace(bytes, start), (keyStart, keyEnd, valueStart) => {
-    if (!keyIs(bytes, keyStart, keyEnd, "messages") || bytes[valueStart] !== openBracket) {
+    if (!keyIs(bytes, keyStart, keyEnd, arrayName) || bytes[valueStart] !== openBracket) {
       return valueEnd(bytes, valueStart);
     }
     spans = [];

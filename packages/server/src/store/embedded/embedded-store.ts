@@ -9,16 +9,30 @@ import { limits } from "../../limits.js";
 import type { BindingDestination, ExchangeRecord, ExchangeType } from "../../model/exchange.js";
 import type { InboxRecord, RecipientState } from "../../model/inbox.js";
 import type { LeasedMessage, MessageState, ReceiptResult, StoredMessage } from "../../model/message.js";
+import { noSendPolicy } from "../../model/policies.js";
 import type { QueueAttributes, QueueDepth, QueueKind, QueueRecord } from "../../model/queue.js";
 import type { Random } from "../../random.js";
 import type { InboxStore } from "../inbox-store.js";
 import type { QueueStore } from "../queue-store.js";
-import type { Applied, QueueListPage, QueueSend, SendOutcome, Store, StoreEvent } from "../store.js";
+import type {
+  Applied,
+  QueueListPage,
+  QueueSend,
+  SendOutcome,
+  Store,
+  StoreEvent,
+  StreamAppendCopy,
+} from "../store.js";
+import type { StreamStore } from "../stream-store.js";
 import { EmbeddedExchanges } from "./exchanges.js";
 import type { InboxRows, InboxSlot } from "./inbox-rows.js";
 import { EmbeddedInboxes } from "./inboxes.js";
 import { EmbeddedQueues, type LeaseOutcome } from "./queues.js";
 import type { ExchangeRows, ExchangeSlot, MessageSlot, QueueRows, QueueSlot } from "./rows.js";
+import { EmbeddedStreamGroups } from "./stream-groups.js";
+import type { StreamRows, StreamSlot } from "./stream-rows.js";
+import { EmbeddedStreamShares } from "./stream-shares.js";
+import { EmbeddedStreams } from "./streams.js";
 
 /** How a store runs the engine's work: each call one atomic write, or a read of committed state. */
 export interface EmbeddedRunner {
@@ -42,6 +56,7 @@ export abstract class EmbeddedStore<
   M extends MessageSlot,
   X extends ExchangeSlot,
   N extends InboxSlot,
+  S extends StreamSlot,
 > implements Store
 {
   /** One writer: writes commit in the order they are called. */
@@ -49,19 +64,42 @@ export abstract class EmbeddedStore<
   private readonly queues: EmbeddedQueues<Q, M>;
   private readonly exchanges: EmbeddedExchanges<X>;
   private readonly inboxes: EmbeddedInboxes<N>;
+  private readonly streams: EmbeddedStreams<S>;
+  private readonly groups: EmbeddedStreamGroups<S>;
+  private readonly shares: EmbeddedStreamShares<S>;
 
   protected constructor(
-    rows: { queues: QueueRows<Q, M>; exchanges: ExchangeRows<X>; inboxes: InboxRows<N> },
+    rows: {
+      queues: QueueRows<Q, M>;
+      exchanges: ExchangeRows<X>;
+      inboxes: InboxRows<N>;
+      streams: StreamRows<S>;
+    },
     private readonly runner: EmbeddedRunner,
     random: Random,
   ) {
     this.queueRows = rows.queues;
+    this.exchangeRows = rows.exchanges;
     this.queues = new EmbeddedQueues(rows.queues, random);
-    this.exchanges = new EmbeddedExchanges(rows.exchanges);
+    this.exchanges = new EmbeddedExchanges(rows.exchanges, (name) => rows.streams.stream(name) !== undefined);
     this.inboxes = new EmbeddedInboxes(rows.inboxes);
+    this.streams = new EmbeddedStreams(rows.streams);
+    this.groups = new EmbeddedStreamGroups(rows.streams, this.streams);
+    this.shares = new EmbeddedStreamShares(
+      rows.streams,
+      this.streams,
+      {
+        exists: (queue) => rows.queues.queue(queue) !== undefined,
+        send: (queue, message, now) => {
+          this.queues.send([{ queue, messages: [message], policy: noSendPolicy }], now);
+        },
+      },
+      () => random.uint48(),
+    );
   }
 
   private readonly queueRows: QueueRows<Q, M>;
+  private readonly exchangeRows: ExchangeRows<X>;
 
   abstract ping(): Promise<void>;
   abstract close(): Promise<void>;
@@ -149,9 +187,21 @@ export abstract class EmbeddedStore<
     );
   }
 
-  queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<SendOutcome[]> {
+  queueSendMany(params: {
+    sends: QueueSend[];
+    now: number;
+    appends?: StreamAppendCopy[];
+  }): Promise<SendOutcome[]> {
     const weight = params.sends.reduce((total, send) => total + send.messages.length, 0);
-    return this.runner.write(() => this.queues.send(params.sends, params.now), { weight });
+    const { appends = [], now } = params;
+    return this.runner.write(
+      () => {
+        const outcomes = this.queues.send(params.sends, now);
+        for (const { stream, records } of appends) this.streams.append({ name: stream, records, now });
+        return outcomes;
+      },
+      { weight },
+    );
   }
 
   async queueLease(params: Parameters<QueueStore["queueLease"]>[0]): Promise<{
@@ -316,5 +366,120 @@ export abstract class EmbeddedStore<
 
   inboxSweep(params: Parameters<InboxStore["inboxSweep"]>[0]): ReturnType<InboxStore["inboxSweep"]> {
     return this.runner.write(() => this.inboxes.sweep(params), { weight: params.max });
+  }
+
+  // ---- streams
+
+  streamUpsert(params: Parameters<StreamStore["streamUpsert"]>[0]): ReturnType<StreamStore["streamUpsert"]> {
+    return this.runner.write(() => this.streams.upsert(params));
+  }
+
+  streamGet(params: { name: string }): ReturnType<StreamStore["streamGet"]> {
+    return this.runner.read(() => this.streams.get(params.name));
+  }
+
+  streamList(): ReturnType<StreamStore["streamList"]> {
+    return this.runner.read(() => this.streams.list());
+  }
+
+  /** Deletes the stream and the bindings to it. */
+  streamDelete(params: { name: string }): Promise<{ removed: number }> {
+    return this.runner.write(() => {
+      const removed = this.streams.delete(params.name);
+      this.exchangeRows.bindingsRemoveTo({ kind: "stream", name: params.name });
+      return removed;
+    });
+  }
+
+  streamAppend(params: Parameters<StreamStore["streamAppend"]>[0]): ReturnType<StreamStore["streamAppend"]> {
+    return this.runner.write(() => this.streams.append(params), { weight: params.records.length });
+  }
+
+  streamRead(params: Parameters<StreamStore["streamRead"]>[0]): ReturnType<StreamStore["streamRead"]> {
+    return this.runner.read(() => this.streams.read(params));
+  }
+
+  streamSweep(params: Parameters<StreamStore["streamSweep"]>[0]): ReturnType<StreamStore["streamSweep"]> {
+    return this.runner.write(() => this.streams.sweep(params), { weight: params.max });
+  }
+
+  // ---- stream consumer groups
+
+  streamGroupFetch(
+    params: Parameters<StreamStore["streamGroupFetch"]>[0],
+  ): ReturnType<StreamStore["streamGroupFetch"]> {
+    return this.runner.write(() => this.groups.fetch(params), { weight: params.max });
+  }
+
+  streamGroupCommit(
+    params: Parameters<StreamStore["streamGroupCommit"]>[0],
+  ): ReturnType<StreamStore["streamGroupCommit"]> {
+    return this.runner.write(() => this.groups.commit(params));
+  }
+
+  streamGroupLeave(
+    params: Parameters<StreamStore["streamGroupLeave"]>[0],
+  ): ReturnType<StreamStore["streamGroupLeave"]> {
+    return this.runner.write(() => this.groups.leave(params));
+  }
+
+  streamGroupReset(
+    params: Parameters<StreamStore["streamGroupReset"]>[0],
+  ): ReturnType<StreamStore["streamGroupReset"]> {
+    return this.runner.write(() => this.groups.reset(params));
+  }
+
+  streamGroupDelete(params: Parameters<StreamStore["streamGroupDelete"]>[0]): Promise<void> {
+    return this.runner.write(() => this.groups.delete(params));
+  }
+
+  streamGroupList(
+    params: Parameters<StreamStore["streamGroupList"]>[0],
+  ): ReturnType<StreamStore["streamGroupList"]> {
+    return this.runner.read(() => this.groups.list(params));
+  }
+
+  streamGroupExpire(
+    params: Parameters<StreamStore["streamGroupExpire"]>[0],
+  ): ReturnType<StreamStore["streamGroupExpire"]> {
+    return this.runner.write(() => this.groups.expire(params));
+  }
+
+  // ---- stream share groups
+
+  streamShareUpsert(
+    params: Parameters<StreamStore["streamShareUpsert"]>[0],
+  ): ReturnType<StreamStore["streamShareUpsert"]> {
+    return this.runner.write(() => this.shares.upsert(params));
+  }
+
+  streamShareReceive(
+    params: Parameters<StreamStore["streamShareReceive"]>[0],
+  ): ReturnType<StreamStore["streamShareReceive"]> {
+    return this.runner.write(() => this.shares.receive(params), { weight: params.max });
+  }
+
+  streamShareAck(
+    params: Parameters<StreamStore["streamShareAck"]>[0],
+  ): ReturnType<StreamStore["streamShareAck"]> {
+    return this.runner.write(() => this.shares.ack(params), { weight: params.receipts.length });
+  }
+
+  streamShareNack(
+    params: Parameters<StreamStore["streamShareNack"]>[0],
+  ): ReturnType<StreamStore["streamShareNack"]> {
+    return this.runner.write(() => this.shares.nack(params), { weight: params.receipts.length });
+  }
+
+  streamShareExtend(
+    params: Parameters<StreamStore["streamShareExtend"]>[0],
+  ): ReturnType<StreamStore["streamShareExtend"]> {
+    return this.runner.write(() => this.shares.extend(params), { weight: params.receipts.length });
+  }
+
+  streamSharePending(
+    params: Parameters<StreamStore["streamSharePending"]>[0],
+  ): ReturnType<StreamStore["streamSharePending"]> {
+    return this.runner.read(() => this.shares.pending(params));
   }
 }

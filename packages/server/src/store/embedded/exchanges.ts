@@ -1,14 +1,24 @@
 /**
  * What an exchange means on the embedded stores, written once over the row interface (rows.ts): an
  * exchange keeps its type, is not deleted while a queue dead-letters through it, and binds only to
- * a queue or an exchange that exists. Every method runs inside one write or read of the store.
+ * a queue, an exchange or a stream that exists. Every method runs inside one write or read of the store.
  */
-import { exchangeInUse, exchangeNotFound, exchangeTypeMismatch, queueNotFound } from "../../errors.js";
+import {
+  exchangeInUse,
+  exchangeNotFound,
+  exchangeTypeMismatch,
+  queueNotFound,
+  streamNotFound,
+} from "../../errors.js";
 import type { BindingDestination, ExchangeRecord, ExchangeType } from "../../model/exchange.js";
 import type { ExchangeRows, ExchangeSlot } from "./rows.js";
 
 export class EmbeddedExchanges<X extends ExchangeSlot> {
-  constructor(private readonly rows: ExchangeRows<X>) {}
+  constructor(
+    private readonly rows: ExchangeRows<X>,
+    /** Whether a stream of that name exists (the stream rows'). */
+    private readonly streamExists: (name: string) => boolean,
+  ) {}
 
   private require(name: string): X {
     const exchange = this.rows.exchange(name);
@@ -53,6 +63,8 @@ export class EmbeddedExchanges<X extends ExchangeSlot> {
     const { destination } = params;
     if (destination.kind === "queue") {
       if (!this.rows.queueExists(destination.name)) throw queueNotFound(destination.name);
+    } else if (destination.kind === "stream") {
+      if (!this.streamExists(destination.name)) throw streamNotFound(destination.name);
     } else {
       this.require(destination.name);
     }

@@ -164,4 +164,6 @@ export interface ExchangeRows<X extends ExchangeSlot> {
   bindingPut(exchange: X, destination: BindingDestination, pattern: string): boolean;
   /** Answers whether there was such a binding. */
   bindingRemove(exchange: X, destination: BindingDestination, pattern: string): boolean;
+  /** Removes every binding to `destination` (a stream being deleted). */
+  bindingsRemoveTo(destination: BindingDestination): void;
 }

@@ -59,6 +59,10 @@ export class LogExchangeRows implements ExchangeRows<ExchangeState> {
     return this.state.queues.has(name);
   }
 
+  bindingsRemoveTo(destination: BindingDestination): void {
+    removeBindingsTo(this.state, destination);
+  }
+
   bindingPut(exchange: ExchangeState, destination: BindingDestination, pattern: string): boolean {
     return this.state.putBinding(exchange, destination, pattern);
   }

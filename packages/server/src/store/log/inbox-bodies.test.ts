@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { type TestContext, test } from "node:test";
 import type { InboxAttributes } from "../../model/inbox.js";
 import { seededRandom } from "../../random.js";
+import { patternedBody } from "../../testing/log-store-helpers.js";
 import { LogStore } from "./log-store.js";
 
 const attributes: InboxAttributes = {
@@ -24,9 +25,7 @@ const appends = 200;
 
 /** A body that differs with `index` in every byte, so a body read from the wrong place shows. */
 function body(index: number): Buffer {
-  const bytes = Buffer.alloc(bodyBytes);
-  for (let at = 0; at < bodyBytes; at++) bytes[at] = (index * 31 + at * 7) & 0xff;
-  return bytes;
+  return patternedBody(index, bodyBytes);
 }
 
 function open(dir: string): LogStore {

@@ -107,6 +107,21 @@ export function payloadCrc(payload: Uint8Array): number {
   return zlib.crc32(payload);
 }
 
+/**
+ * The payload of the record frame whose payload starts at `payloadOffset`, read through `read` and
+ * checked (the header's CRC, then the payload's): what lets a reader of bytes kept on disk (stream
+ * records) trust them as recovery trusts the log. Undefined when the bytes there fail either check.
+ */
+export function checkedPayloadAt(
+  read: (offset: number, length: number) => Buffer,
+  payloadOffset: number,
+): Buffer | undefined {
+  const header = decodeFrameHeader(read(payloadOffset - frameHeaderBytes, frameHeaderBytes), 0);
+  if (!header || header.kind !== frameKind.record) return undefined;
+  const payload = read(payloadOffset, header.length);
+  return payloadCrc(payload) === header.payloadCrc ? payload : undefined;
+}
+
 /** The bytes of one frame, for tests and tools that build a log by hand. */
 export function encodeFrame(payload: Uint8Array, options: { batchEnd: boolean; marker?: boolean }): Buffer {
   const bytes = Buffer.alloc(frameHeaderBytes + payload.length);

@@ -34,6 +34,7 @@ import {
   unlinkFromQueue,
 } from "./queue-state.js";
 import { type Change, changeType, type InsertHead, type LeaseFields, RecordWriter } from "./records.js";
+import { LogStreamState } from "./stream-state.js";
 
 export class LogState {
   readonly queues = new Map<string, QueueState>();
@@ -45,9 +46,14 @@ export class LogState {
 
   /** The inboxes, held beside the queues; what they hold counts in liveBytes. */
   readonly inboxes: LogInboxState;
+  /** The streams, held beside the queues; what they hold in memory counts in liveBytes. */
+  readonly streams: LogStreamState;
 
   constructor(private readonly commits: Commits) {
     this.inboxes = new LogInboxState(commits, (bytes) => {
+      this.liveBytes += bytes;
+    });
+    this.streams = new LogStreamState(commits, (bytes) => {
       this.liveBytes += bytes;
     });
   }
@@ -113,6 +119,16 @@ export class LogState {
           offset: recordAt.offset + change.bodyOffset,
         });
         break;
+      case changeType.stream:
+        this.streams.apply(change.change);
+        break;
+      case changeType.streamRecords:
+        this.streams.applyRecords(change.head, change.sizes, {
+          seq: recordAt.seq,
+          payloadOffset: recordAt.offset,
+          changeAt: change.changeAt,
+        });
+        break;
     }
   }
 
@@ -167,6 +183,7 @@ export class LogState {
       cut();
     }
     this.inboxes.snapshot(writer, cut, () => cut(true), records);
+    this.streams.snapshot(writer, cut, () => cut(true), records);
     // In seq order, so that each FIFO group is rebuilt in its order.
     for (const message of [...this.bySeq.values()].sort((a, b) => a.seq - b.seq)) {
       writer.insert(insertHeadOf(message), message.body);

@@ -23,6 +23,8 @@ import { LogState } from "./log-state.js";
 import { LogQueueRows } from "./queue-rows.js";
 import type { ExchangeState, Message, QueueState } from "./queue-state.js";
 import { readChanges } from "./records.js";
+import { LogStreamRows } from "./stream-rows.js";
+import type { StreamState } from "./stream-state.js";
 
 export interface LogStoreOptions {
   random: Random;
@@ -44,7 +46,7 @@ export interface LogStoreDiskOptions {
   weakenedRecoveryForTests?: AppendLogOptions["weakenedRecoveryForTests"];
 }
 
-export class LogStore extends EmbeddedStore<QueueState, Message, ExchangeState, InboxState> {
+export class LogStore extends EmbeddedStore<QueueState, Message, ExchangeState, InboxState, StreamState> {
   private log: AppendLog | undefined;
   private readonly commits: Commits;
   private readonly state: LogState;
@@ -67,14 +69,16 @@ export class LogStore extends EmbeddedStore<QueueState, Message, ExchangeState, 
     );
     const state = new LogState(commits);
     const queueRows = new LogQueueRows(state, options.bytesMax ?? limits.logStoreBytesMax);
+    const capacity = {
+      mark: () => queueRows.capacityMark(),
+      check: (mark: number) => queueRows.capacityCheck(mark),
+    };
     super(
       {
         queues: queueRows,
         exchanges: new LogExchangeRows(state),
-        inboxes: new LogInboxRows(state.inboxes, {
-          mark: () => queueRows.capacityMark(),
-          check: (mark) => queueRows.capacityCheck(mark),
-        }),
+        inboxes: new LogInboxRows(state.inboxes, capacity),
+        streams: new LogStreamRows(state.streams, capacity),
       },
       {
         write: (apply, write) => commits.run(apply, write?.applied),
@@ -111,6 +115,7 @@ export class LogStore extends EmbeddedStore<QueueState, Message, ExchangeState, 
     store.log = AppendLog.open(logOptions, (record, seq, offset) => store.replay(record, { seq, offset }));
     const log = store.log;
     store.state.inboxes.readPlaced = (seq, offset, length) => log.readAt(seq, offset, length);
+    store.state.streams.readPlaced = (seq, offset, length) => log.readAt(seq, offset, length);
     store.commits.attach(store.log);
     return store;
   }
@@ -131,7 +136,7 @@ export class LogStore extends EmbeddedStore<QueueState, Message, ExchangeState, 
     if (!log || this.compacting) return;
     // Weighed against what the last snapshot wrote too: liveBytes is an estimate, and a snapshot that
     // outgrew it would otherwise be written again at every flush.
-    const live = Math.max(this.state.liveBytes + this.state.inboxes.diskBytes, this.snapshotBytes);
+    const live = Math.max(this.onDiskBytes(), this.snapshotBytes);
     if (log.bytes < Math.max(this.compactBytesMin, limits.logCompactRatio * live)) return;
     // The log refuses appends after a failed write, so the next call reports the failure.
     this.compact().catch(() => {});
@@ -148,7 +153,8 @@ export class LogStore extends EmbeddedStore<QueueState, Message, ExchangeState, 
     // Bodies that lie in the segment files are read as the rewrite reaches them: counted, not held.
     this.snapshotBytes =
       snapshot.reduce((bytes, record) => bytes + (Buffer.isBuffer(record) ? record.length : 0), 0) +
-      this.state.inboxes.diskBytes;
+      this.state.inboxes.diskBytes +
+      this.state.streams.diskBytes;
     const compaction = log
       .rewrite(snapshot)
       .then(() => {
@@ -161,6 +167,11 @@ export class LogStore extends EmbeddedStore<QueueState, Message, ExchangeState, 
     await compaction;
   }
 
+  /** About what a snapshot writes: the state in memory, and the bodies and records kept on disk. */
+  private onDiskBytes(): number {
+    return this.state.liveBytes + this.state.inboxes.diskBytes + this.state.streams.diskBytes;
+  }
+
   /** The log's size now and the compactions done since the store opened. */
   get logStats(): { bytes: number; compactions: number } {
     return { bytes: this.log?.bytes ?? 0, compactions: this.compactions };
@@ -168,8 +179,12 @@ export class LogStore extends EmbeddedStore<QueueState, Message, ExchangeState, 
 
   /** What the store holds in memory (what its bound counts), and the inbox bodies it keeps only in
    * its segment files. */
-  get held(): { bytes: number; inboxBodyBytesOnDisk: number } {
-    return { bytes: this.state.liveBytes, inboxBodyBytesOnDisk: this.state.inboxes.diskBytes };
+  get held(): { bytes: number; inboxBodyBytesOnDisk: number; streamRecordBytesOnDisk: number } {
+    return {
+      bytes: this.state.liveBytes,
+      inboxBodyBytesOnDisk: this.state.inboxes.diskBytes,
+      streamRecordBytesOnDisk: this.state.streams.diskBytes,
+    };
   }
 
   /** What opening the log found and repaired: records replayed, a tail cut, files set aside. */

@@ -15,7 +15,9 @@
 import type { BindingDestination, ExchangeType } from "../../model/exchange.js";
 import type { NewMessage } from "../../model/message.js";
 import type { QueueAttributes, QueueCounters, QueueKind } from "../../model/queue.js";
+import type { NewStreamRecord } from "../../model/stream.js";
 import type { InboxChange } from "./inbox-state.js";
+import type { StreamChange } from "./stream-state.js";
 
 export const changeType = {
   queueCreate: 1,
@@ -37,7 +39,28 @@ export const changeType = {
   inbox: 16,
   /** An inbox append's body, binary: read back from the segment file where it lies (inbox-state.ts). */
   inboxBody: 17,
+  /** Every change of the streams (stream-state.ts StreamChange) but their records, JSON. */
+  stream: 18,
+  /** Records appended to one stream partition by one call, binary: read back from the segment file
+   * where they lie (stream-state.ts). */
+  streamRecords: 19,
 } as const;
+
+/**
+ * The records of one partition appended by one call, as their change carries them:
+ *   stream (string), partition, first offset, timestamp, count (f64 each), then per record:
+ *   text (f64: 1 when the body was JSON text), key, contentType, headers (JSON, null when empty)
+ *   (strings), body length (u32), body bytes.
+ */
+export interface StreamRecordsHead {
+  stream: string;
+  partition: number;
+  first: number;
+  timestamp: number;
+}
+
+/** One record of a streamRecords change, as read back. */
+export type StreamRecordRead = Omit<NewStreamRecord, "partition" | "dedupId">;
 
 /** A message's fields as its insert carries them, all but the body: a new message's, placed and leased. */
 export interface InsertHead extends Omit<NewMessage, "body"> {
@@ -77,7 +100,8 @@ export type JsonChange =
   | { type: T["exchangeDrop"]; name: string }
   | { type: T["bindingPut"]; exchange: string; destination: BindingDestination; pattern: string }
   | { type: T["bindingDelete"]; exchange: string; destination: BindingDestination; pattern: string }
-  | { type: T["inbox"]; change: InboxChange };
+  | { type: T["inbox"]; change: InboxChange }
+  | { type: T["stream"]; change: StreamChange };
 
 /** An inbox append's message as its body change carries it. */
 export interface InboxBodyHead {
@@ -93,6 +117,7 @@ export interface InboxBodyHead {
 export type Change =
   | JsonChange
   | { type: T["inboxBody"]; head: InboxBodyHead; body: Buffer; bodyOffset: number }
+  | { type: T["streamRecords"]; head: StreamRecordsHead; sizes: Uint32Array; changeAt: number }
   | { type: T["insert"]; head: InsertHead; body: Buffer }
   | ({ type: T["lease"] } & LeaseFields)
   | { type: T["delete"]; seq: number }
@@ -172,6 +197,45 @@ export class RecordWriter {
       this.length += body.copy(this.buffer, this.length);
     }
     this.end();
+  }
+
+  /**
+   * Writes one partition's appended records as one change, and asks to be told where the change
+   * starts in the log (`located(seq, offset)`, once the record is written; never without a log).
+   * Answers where the change starts in this record.
+   */
+  streamRecords(
+    head: StreamRecordsHead,
+    records: readonly StreamRecordRead[],
+    located: (seq: number, offset: number) => void,
+  ): number {
+    const changeAt = this.length;
+    this.locates.push({ offset: changeAt, located });
+    this.begin(changeType.streamRecords);
+    this.string(head.stream);
+    this.f64(head.partition);
+    this.f64(head.first);
+    this.f64(head.timestamp);
+    this.f64(records.length);
+    for (const record of records) {
+      this.f64(typeof record.body === "string" ? 1 : 0);
+      this.string(record.key);
+      this.string(record.contentType);
+      this.string(hasKeys(record.headers) ? JSON.stringify(record.headers) : null);
+      const lengthAt = this.length;
+      this.reserve(4);
+      this.length += 4;
+      if (typeof record.body === "string") {
+        this.reserve(record.body.length * utf8BytesPerUnitMax);
+        this.length += this.buffer.write(record.body, this.length, "utf8");
+      } else {
+        this.reserve(record.body.length);
+        this.length += record.body.copy(this.buffer, this.length);
+      }
+      this.buffer.writeUInt32LE(this.length - lengthAt - 4, lengthAt);
+    }
+    this.end();
+    return changeAt;
   }
 
   get empty(): boolean {
@@ -315,6 +379,11 @@ function readChange(type: number, fields: Buffer, fieldsAt: number): Change {
         bodyOffset,
       };
     }
+    case changeType.streamRecords: {
+      const { head, records } = streamRecordsOf(reader, false);
+      const sizes = Uint32Array.from(records, (record) => (record.body as Buffer).length);
+      return { type, head, sizes, changeAt: fieldsAt - 5 };
+    }
     case changeType.insert: {
       const seq = reader.f64();
       const publishedAt = reader.f64();
@@ -360,11 +429,55 @@ function readChange(type: number, fields: Buffer, fieldsAt: number): Change {
     case changeType.seqFloor:
       return { type, seq: reader.f64() };
     default:
-      if (type !== changeType.inbox && (type < changeType.queueCreate || type > changeType.bindingDelete)) {
+      if (
+        type !== changeType.inbox &&
+        type !== changeType.stream &&
+        (type < changeType.queueCreate || type > changeType.bindingDelete)
+      ) {
         throw new Error(`a log change of unknown type ${type}`);
       }
       return { type, ...JSON.parse(fields.toString("utf8")) } as Change;
   }
+}
+
+/**
+ * The fields of a streamRecords change. `decoded`: a JSON body as text and any other as a copy of its
+ * bytes (a read); otherwise every body is a view into the reader's bytes (a replay, which keeps only
+ * their sizes).
+ */
+function streamRecordsOf(
+  reader: FieldReader,
+  decoded: boolean,
+): { head: StreamRecordsHead; records: StreamRecordRead[] } {
+  const stream = reader.string() as string;
+  const partition = reader.f64();
+  const first = reader.f64();
+  const timestamp = reader.f64();
+  const count = reader.f64();
+  const records: StreamRecordRead[] = [];
+  for (let i = 0; i < count; i++) {
+    const text = reader.f64() === 1;
+    const key = reader.string();
+    const contentType = reader.string() as string;
+    const headersJson = reader.string();
+    const headers = headersJson === null ? {} : (JSON.parse(headersJson) as Record<string, string>);
+    const bytes = reader.take(reader.u32());
+    const body = !decoded ? bytes : text ? bytes.toString("utf8") : Buffer.from(bytes);
+    records.push({ key, contentType, headers, body });
+  }
+  return { head: { stream, partition, first, timestamp }, records };
+}
+
+/** The records of the streamRecords change at `changeAt` of a log record (read back from a segment
+ * file, its frame checked). */
+export function readStreamRecords(
+  record: Buffer,
+  changeAt: number,
+): { head: StreamRecordsHead; records: StreamRecordRead[] } {
+  if (record[changeAt] !== changeType.streamRecords)
+    throw new Error(`no stream records change at ${changeAt} of its log record`);
+  const length = record.readUInt32LE(changeAt + 1);
+  return streamRecordsOf(new FieldReader(record.subarray(changeAt + 5, changeAt + 5 + length)), true);
 }
 
 class FieldReader {
@@ -393,5 +506,17 @@ class FieldReader {
 
   rest(): Buffer {
     return this.bytes.subarray(this.at);
+  }
+
+  u32(): number {
+    const value = this.bytes.readUInt32LE(this.at);
+    this.at += 4;
+    return value;
+  }
+
+  take(length: number): Buffer {
+    const value = this.bytes.subarray(this.at, this.at + length);
+    this.at += length;
+    return value;
   }
 }

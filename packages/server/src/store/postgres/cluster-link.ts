@@ -127,6 +127,21 @@ export class PostgresClusterLink implements ClusterLink {
     });
   }
 
+  /**
+   * Tells the other nodes, once the transaction on `client` has committed, that records were appended
+   * to these partitions of `stream`, so that their waiting fetches look again: sent after the commit
+   * for the reason announceCommitted gives, and only while another node listens.
+   */
+  announceStreamOnCommit(client: Client, stream: string, partitions: readonly number[]): void {
+    this.db.afterCommit(client, () => {
+      if (!this.events.othersListening()) return;
+      const payload = this.events.encode({ kind: "stream", stream, partitions: [...partitions] });
+      this.db.statement(sql.notify, [this.events.channel, payload]).catch(() => {
+        // Unreachable database: the other nodes' fetches end at their deadline and look again.
+      });
+    });
+  }
+
   /** Queues a notification that other nodes receive when (and only if) the transaction commits. */
   async announce(
     client: Client,

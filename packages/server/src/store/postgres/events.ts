@@ -36,12 +36,14 @@ export interface StoreEventsOptions extends pg.ClientConfig {
 interface Payload {
   /** The node (or "app", for an application's own transaction) that committed the change. */
   n: string;
-  k: "messages" | "queue" | "exchange" | "signal" | "inbox" | "present" | "welcome";
+  k: "messages" | "queue" | "exchange" | "signal" | "inbox" | "stream" | "present" | "welcome";
   /** The queue's, the exchange's, the signal channel's or the inbox namespace's name; absent in
    * presence messages. */
   q?: string;
   /** An inbox event's recipients; absent or null: the whole namespace. */
   r?: string[] | null;
+  /** A stream event's partitions; absent or null: the stream was deleted. */
+  p?: number[] | null;
   /** A signal's data, as JSON text. */
   d?: string;
   /** The node a `welcome` answers; absent from nodes of earlier versions, whose welcomes all resync. */
@@ -58,6 +60,8 @@ export function encodeEvent(nodeId: string, event: Exclude<StoreEvent, { kind: "
   let payload: Payload;
   if (event.kind === "signal") payload = { n: nodeId, k: "signal", q: event.channel, d: event.dataJson };
   else if (event.kind === "inbox") payload = { n: nodeId, k: "inbox", q: event.inbox, r: event.recipients };
+  else if (event.kind === "stream")
+    payload = { n: nodeId, k: "stream", q: event.stream, p: event.partitions };
   else payload = { n: nodeId, k: event.kind, q: event.kind === "exchange" ? event.exchange : event.queue };
   return JSON.stringify(payload);
 }
@@ -184,6 +188,8 @@ export class StoreEvents {
     else if (payload.k === "signal")
       this.emit({ kind: "signal", channel: name, dataJson: payload.d ?? "null" });
     else if (payload.k === "inbox") this.emit({ kind: "inbox", inbox: name, recipients: payload.r ?? null });
+    else if (payload.k === "stream")
+      this.emit({ kind: "stream", stream: name, partitions: payload.p ?? null });
     else this.emit({ kind: payload.k, queue: name });
   }
 

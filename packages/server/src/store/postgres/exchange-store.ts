@@ -9,6 +9,7 @@ import type { PostgresClusterLink } from "./cluster-link.js";
 import type { Client, PostgresDatabase } from "./database.js";
 import type { QueueContext } from "./queue-context.js";
 import * as sql from "./statements/index.js";
+import { lockStreamShared } from "./stream-append.js";
 
 interface ExchangeRow {
   exchange_id: number;
@@ -125,6 +126,7 @@ export class PostgresExchangeStore implements ExchangeStore {
       const exchangeId = await this.lockExchangeShared(client, params.exchange);
       if (params.destination.kind === "queue")
         await this.queues.lockQueueShared(client, params.destination.name);
+      else if (params.destination.kind === "stream") await lockStreamShared(client, params.destination.name);
       else await this.lockExchangeShared(client, params.destination.name);
       const { rowCount } = await client.query(sql.bindingInsert, [
         exchangeId,

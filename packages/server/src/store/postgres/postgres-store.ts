@@ -19,6 +19,9 @@ import { PostgresInboxStore } from "./inbox-store.js";
 import { QueueContext } from "./queue-context.js";
 import { PostgresQueueStore } from "./queue-store.js";
 import { checkSchemaName } from "./schema.js";
+import { StreamGroups } from "./stream-groups.js";
+import { StreamShares } from "./stream-shares.js";
+import { PostgresStreamStore } from "./stream-store.js";
 
 export interface PostgresStoreOptions {
   /** A postgres:// connection string. */
@@ -46,6 +49,9 @@ export class PostgresStore implements Store {
   private readonly queues: PostgresQueueStore;
   private readonly exchanges: PostgresExchangeStore;
   private readonly inboxes: PostgresInboxStore;
+  private readonly streams: PostgresStreamStore;
+  private readonly groups: StreamGroups;
+  private readonly shares: StreamShares;
 
   private constructor(options: PostgresStoreOptions, schema: string) {
     this.schema = schema;
@@ -59,8 +65,13 @@ export class PostgresStore implements Store {
       ...(options.presenceIntervalMs === undefined ? {} : { presenceIntervalMs: options.presenceIntervalMs }),
       ...(options.now === undefined ? {} : { now: options.now }),
     });
-    const context = new QueueContext(this.db, this.link, options.random);
+    this.streams = new PostgresStreamStore(this.db, this.link);
+    this.groups = new StreamGroups(this.db, this.streams);
+    const context = new QueueContext(this.db, this.link, options.random, (client, params) =>
+      this.streams.appends.appendIn(client, params),
+    );
     this.queues = new PostgresQueueStore(context);
+    this.shares = new StreamShares(this.db, this.streams, context, options.random);
     this.exchanges = new PostgresExchangeStore(context);
     this.inboxes = new PostgresInboxStore(this.db, this.link);
   }
@@ -243,5 +254,91 @@ export class PostgresStore implements Store {
 
   inboxSweep(params: Params<"inboxSweep">) {
     return this.inboxes.inboxSweep(params);
+  }
+
+  // Streams (stream-store.ts).
+
+  streamUpsert(params: Params<"streamUpsert">) {
+    return this.streams.streamUpsert(params);
+  }
+
+  streamGet(params: Params<"streamGet">) {
+    return this.streams.streamGet(params);
+  }
+
+  streamList() {
+    return this.streams.streamList();
+  }
+
+  streamDelete(params: Params<"streamDelete">) {
+    return this.streams.streamDelete(params);
+  }
+
+  streamAppend(params: Params<"streamAppend">) {
+    return this.streams.streamAppend(params);
+  }
+
+  streamRead(params: Params<"streamRead">) {
+    return this.streams.streamRead(params);
+  }
+
+  streamSweep(params: Params<"streamSweep">) {
+    return this.streams.streamSweep(params);
+  }
+
+  // Stream consumer groups (stream-groups.ts).
+
+  streamGroupFetch(params: Params<"streamGroupFetch">) {
+    return this.groups.fetch(params);
+  }
+
+  streamGroupCommit(params: Params<"streamGroupCommit">) {
+    return this.groups.commit(params);
+  }
+
+  streamGroupLeave(params: Params<"streamGroupLeave">) {
+    return this.groups.leave(params);
+  }
+
+  streamGroupReset(params: Params<"streamGroupReset">) {
+    return this.groups.reset(params);
+  }
+
+  streamGroupDelete(params: Params<"streamGroupDelete">) {
+    return this.groups.delete(params);
+  }
+
+  streamGroupList(params: Params<"streamGroupList">) {
+    return this.groups.list(params);
+  }
+
+  streamGroupExpire(params: Params<"streamGroupExpire">) {
+    return this.groups.expire(params);
+  }
+
+  // Stream share groups (stream-shares.ts).
+
+  streamShareUpsert(params: Params<"streamShareUpsert">) {
+    return this.shares.upsert(params);
+  }
+
+  streamShareReceive(params: Params<"streamShareReceive">) {
+    return this.shares.receive(params);
+  }
+
+  streamShareAck(params: Params<"streamShareAck">) {
+    return this.shares.ack(params);
+  }
+
+  streamShareNack(params: Params<"streamShareNack">) {
+    return this.shares.nack(params);
+  }
+
+  streamShareExtend(params: Params<"streamShareExtend">) {
+    return this.shares.extend(params);
+  }
+
+  streamSharePending(params: Params<"streamSharePending">) {
+    return this.shares.pending(params);
   }
 }

@@ -5,6 +5,7 @@
 import { queueNotFound } from "../../errors.js";
 import { limits } from "../../limits.js";
 import type { QueueKind } from "../../model/queue.js";
+import type { NewStreamRecord } from "../../model/stream.js";
 import type { Random } from "../../random.js";
 import type { PostgresClusterLink } from "./cluster-link.js";
 import type { Client, PostgresDatabase } from "./database.js";
@@ -28,6 +29,12 @@ export class QueueContext {
     readonly db: PostgresDatabase,
     readonly link: PostgresClusterLink,
     readonly random: Random,
+    /** Appends records to a stream inside the transaction on `client`: an exchange publish's copies
+     * into streams (the stream store's StreamAppends.appendIn). */
+    readonly appendToStream: (
+      client: Client,
+      params: { name: string; records: readonly NewStreamRecord[]; now: number },
+    ) => Promise<unknown>,
   ) {
     this.writes = new MessageWrites(db.schema, () => db.counterShard());
   }

@@ -10,7 +10,7 @@ import { bodyByteLength, type LeasedMessage, type NewMessage } from "../../model
 import { handoffRanks } from "../../model/policies.js";
 import type { QueueKind } from "../../model/queue.js";
 import { encodeReceipt } from "../../model/receipts.js";
-import type { QueueSend, SendOutcome } from "../store.js";
+import type { QueueSend, SendOutcome, StreamAppendCopy } from "../store.js";
 import { messageColumns } from "./message-writes.js";
 import { compareNames, QueuePart } from "./queue-context.js";
 import { StatementLines } from "./statement-lines.js";
@@ -46,9 +46,13 @@ export class QueueSends extends QueuePart {
    * (statements.queueSendStatement); everything else, and a queue that turns out to be FIFO, is one
    * transaction.
    */
-  async queueSendMany(params: { sends: QueueSend[]; now: number }): Promise<SendOutcome[]> {
+  async queueSendMany(params: {
+    sends: QueueSend[];
+    now: number;
+    appends?: StreamAppendCopy[];
+  }): Promise<SendOutcome[]> {
     const [only] = params.sends;
-    if (only && params.sends.length === 1 && this.sendFitsOneStatement(only)) {
+    if (only && params.sends.length === 1 && !params.appends?.length && this.sendFitsOneStatement(only)) {
       const ranks = handoffRanks(only, params.now);
       const sent = await this.sendLines.run(only.queue, { send: only, ranks, now: params.now });
       if (sent) return [sent];
@@ -189,7 +193,12 @@ export class QueueSends extends QueuePart {
     return { ids: send.messages.map((message) => message.id), leased: [] };
   }
 
-  private queueSendInTransaction(params: { sends: QueueSend[]; now: number }): Promise<SendOutcome[]> {
+  /** Every send, then the appends to streams (after the queues, in the lock order of stream-store.ts). */
+  private queueSendInTransaction(params: {
+    sends: QueueSend[];
+    now: number;
+    appends?: StreamAppendCopy[];
+  }): Promise<SendOutcome[]> {
     return this.db.transaction(async (client) => {
       const results: SendOutcome[] = [];
       // Queues are locked in name order (message-writes.ts), so that two sends into the same queues
@@ -216,6 +225,8 @@ export class QueueSends extends QueuePart {
         results[index] = { ids, leased: [] };
         this.link.announceOnCommit(client, ...written);
       }
+      for (const { stream, records } of params.appends ?? [])
+        await this.queues.appendToStream(client, { name: stream, records, now: params.now });
       return results;
     });
   }

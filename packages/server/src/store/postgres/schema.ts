@@ -220,4 +220,76 @@ export const migrations: readonly string[] = [
   -- The sweep forgets the ids whose window ended.
   CREATE INDEX inbox_ids_by_expiry ON inbox_ids (inbox_id, expires_at);
   `,
+  `
+  -- Streams (migration 5; stream-store.ts has the lock order): a stream row, one row per partition
+  -- (its range [oldest, next), bytes, last timestamp and counters), locked FOR UPDATE by every append
+  -- to the partition until commit, so that offsets commit in order; the records; the dedupIds
+  -- remembered for the window.
+  CREATE TABLE streams (
+    stream_id  bigserial PRIMARY KEY,
+    name       text NOT NULL UNIQUE,
+    attributes jsonb NOT NULL,
+    partitions integer NOT NULL,
+    created_at bigint NOT NULL
+  );
+
+  -- Rewritten by every append to the partition: room in the page keeps the updates HOT.
+  CREATE TABLE stream_partitions (
+    stream_id      bigint NOT NULL,
+    partition      integer NOT NULL,
+    oldest         bigint NOT NULL DEFAULT 0,
+    next           bigint NOT NULL DEFAULT 0,
+    bytes          bigint NOT NULL DEFAULT 0,
+    last_timestamp bigint NOT NULL DEFAULT 0,
+    appended       bigint NOT NULL DEFAULT 0,
+    appended_bytes bigint NOT NULL DEFAULT 0,
+    duplicates     bigint NOT NULL DEFAULT 0,
+    expired        bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (stream_id, partition)
+  ) WITH (fillfactor = 70);
+
+  CREATE TABLE stream_records (
+    stream_id     bigint NOT NULL,
+    partition     integer NOT NULL,
+    record_offset bigint NOT NULL,
+    timestamp     bigint NOT NULL,
+    key           text,
+    content_type  text NOT NULL,
+    headers       text NOT NULL,
+    body          bytea NOT NULL,
+    bytes         integer NOT NULL,
+    PRIMARY KEY (stream_id, partition, record_offset)
+  );
+  -- Reads from a time; timestamps never go back within a partition, so this is offset order too.
+  CREATE INDEX stream_records_by_time ON stream_records (stream_id, partition, timestamp);
+
+  CREATE TABLE stream_dedup (
+    stream_id     bigint NOT NULL,
+    dedup_id      text NOT NULL,
+    partition     integer NOT NULL,
+    record_offset bigint NOT NULL,
+    expires_at    bigint NOT NULL,
+    PRIMARY KEY (stream_id, dedup_id)
+  );
+  -- The sweep forgets the dedupIds whose window ended.
+  CREATE INDEX stream_dedup_by_expiry ON stream_dedup (stream_id, expires_at);
+  `,
+  `
+  -- A stream's consumer groups (migration 6, stream-groups.ts): each group's state as one jsonb value
+  -- (model/stream-group.ts GroupState), locked FOR UPDATE by every group call, which reads and writes
+  -- it whole, so group calls on any node apply one after another.
+  CREATE TABLE stream_groups (
+    stream_id bigint NOT NULL,
+    name      text NOT NULL,
+    state     jsonb NOT NULL,
+    PRIMARY KEY (stream_id, name)
+  );
+  -- Share groups (stream-shares.ts), each one jsonb state (model/stream-share.ts), kept as groups are.
+  CREATE TABLE stream_shares (
+    stream_id bigint NOT NULL,
+    name      text NOT NULL,
+    state     jsonb NOT NULL,
+    PRIMARY KEY (stream_id, name)
+  );
+  `,
 ];

@@ -56,9 +56,13 @@ export class SqliteExchangeRows implements ExchangeRows<ExchangeRow> {
 
   exchangeRemove(exchange: ExchangeRow): void {
     this.stmt.get(sql.exchangeDelete).run({ exchangeId: exchange.exchange_id });
+    this.bindingsRemoveTo({ kind: "exchange", name: exchange.name });
+  }
+
+  bindingsRemoveTo(destination: BindingDestination): void {
     this.stmt
       .get(sql.bindingDeleteByDestination)
-      .run({ destinationKind: "exchange", destination: exchange.name });
+      .run({ destinationKind: destination.kind, destination: destination.name });
   }
 
   deadLetterExchangeSources(name: string): string[] {

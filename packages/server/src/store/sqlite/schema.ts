@@ -218,4 +218,73 @@ export const migrations: readonly string[] = [
   CREATE INDEX inbox_bodies_by_message ON inbox_bodies (inbox_id, message_id);
   CREATE INDEX inbox_bodies_by_age ON inbox_bodies (inbox_id, appended_at);
   `,
+  `
+  -- Streams (store/embedded/streams.ts): a stream, one head row per partition, its records, and the
+  -- dedupIds remembered for its window. A partition's retained records are the contiguous range
+  -- [oldest, next) (the engine's invariant); bytes is the sum of their body sizes.
+  CREATE TABLE streams (
+    stream_id      INTEGER PRIMARY KEY,
+    name           TEXT NOT NULL UNIQUE,
+    attributes     TEXT NOT NULL,
+    partitions     INTEGER NOT NULL,
+    created_at     INTEGER NOT NULL,
+    appended       INTEGER NOT NULL DEFAULT 0,
+    appended_bytes INTEGER NOT NULL DEFAULT 0,
+    duplicates     INTEGER NOT NULL DEFAULT 0,
+    expired        INTEGER NOT NULL DEFAULT 0
+  ) STRICT;
+  CREATE TABLE stream_partitions (
+    stream_id      INTEGER NOT NULL REFERENCES streams ON DELETE CASCADE,
+    partition      INTEGER NOT NULL,
+    oldest         INTEGER NOT NULL,
+    next           INTEGER NOT NULL,
+    bytes          INTEGER NOT NULL,
+    last_timestamp INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, partition)
+  ) STRICT, WITHOUT ROWID;
+  -- A rowid table: its rows hold bodies of up to 1 MiB, which WITHOUT ROWID tables store badly.
+  -- body_crc: the CRC-32 of body, checked when a record is read (SQLite keeps no page checksums).
+  CREATE TABLE stream_records (
+    stream_id     INTEGER NOT NULL REFERENCES streams ON DELETE CASCADE,
+    partition     INTEGER NOT NULL,
+    record_offset INTEGER NOT NULL,
+    timestamp     INTEGER NOT NULL,
+    key           TEXT,
+    content_type  TEXT NOT NULL,
+    headers       TEXT,
+    body          BLOB NOT NULL,
+    body_crc      INTEGER NOT NULL,
+    bytes         INTEGER NOT NULL
+  ) STRICT;
+  CREATE UNIQUE INDEX stream_records_by_offset ON stream_records (stream_id, partition, record_offset);
+  -- Timestamps never go back within a partition, so this index is in offset order too.
+  CREATE INDEX stream_records_by_time ON stream_records (stream_id, partition, timestamp);
+  CREATE TABLE stream_dedup (
+    stream_id     INTEGER NOT NULL REFERENCES streams ON DELETE CASCADE,
+    dedup_id      TEXT NOT NULL,
+    partition     INTEGER NOT NULL,
+    record_offset INTEGER NOT NULL,
+    expires_at    INTEGER NOT NULL,
+    PRIMARY KEY (stream_id, dedup_id)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX stream_dedup_by_expiry ON stream_dedup (stream_id, expires_at);
+  `,
+  `
+  -- A stream's consumer groups (store/embedded/stream-groups.ts): each group's state as one JSON
+  -- value (model/stream-group.ts GroupState), which every group call reads and writes whole.
+  CREATE TABLE stream_groups (
+    stream_id INTEGER NOT NULL REFERENCES streams ON DELETE CASCADE,
+    name      TEXT NOT NULL,
+    state     TEXT NOT NULL,
+    PRIMARY KEY (stream_id, name)
+  ) STRICT, WITHOUT ROWID;
+  -- A stream's share groups (store/embedded/stream-shares.ts), each one JSON state as groups are
+  -- (model/stream-share.ts ShareState).
+  CREATE TABLE stream_shares (
+    stream_id INTEGER NOT NULL REFERENCES streams ON DELETE CASCADE,
+    name      TEXT NOT NULL,
+    state     TEXT NOT NULL,
+    PRIMARY KEY (stream_id, name)
+  ) STRICT, WITHOUT ROWID;
+  `,
 ];

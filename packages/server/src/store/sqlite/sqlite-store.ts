@@ -20,6 +20,7 @@ import { checkDatabaseFiles } from "./integrity.js";
 import { type QueueRef, type SqliteMessageRow, SqliteQueueRows, Statements } from "./queue-rows.js";
 import { migrations } from "./schema.js";
 import { lockDatabaseFile } from "./sqlite-lock.js";
+import { type SqliteStream, SqliteStreamRows } from "./stream-rows.js";
 
 export interface SqliteStoreOptions {
   /** A file path, or ":memory:" for tests that need no file. */
@@ -98,7 +99,13 @@ function migrate(db: Db): void {
   });
 }
 
-export class SqliteStore extends EmbeddedStore<QueueRef, SqliteMessageRow, ExchangeRow, SqliteInbox> {
+export class SqliteStore extends EmbeddedStore<
+  QueueRef,
+  SqliteMessageRow,
+  ExchangeRow,
+  SqliteInbox,
+  SqliteStream
+> {
   private readonly db: Db;
   /** One connection, one group commit: writes run and commit in the order they were called. */
   private readonly writes: GroupCommit;
@@ -116,6 +123,7 @@ export class SqliteStore extends EmbeddedStore<QueueRef, SqliteMessageRow, Excha
         queues: new SqliteQueueRows(statements),
         exchanges: new SqliteExchangeRows(statements),
         inboxes: new SqliteInboxRows(statements),
+        streams: new SqliteStreamRows(statements),
       },
       {
         write: (apply, write) => writes.run(apply, write?.weight),

@@ -324,6 +324,6 @@ export const bindingDelete = `
   DELETE FROM bindings WHERE exchange_id = :exchangeId AND destination_kind = :destinationKind
     AND destination = :destination AND pattern = :pattern`;
 
-/** Params: destinationKind, destination. Deletes every binding to a queue or exchange being deleted. */
+/** Params: destinationKind, destination. Deletes every binding to a queue, exchange or stream being deleted. */
 export const bindingDeleteByDestination = `
   DELETE FROM bindings WHERE destination_kind = :destinationKind AND destination = :destination`;

@@ -16,6 +16,7 @@ import { atMostOnceTests, deduplicationTests, overflowTests } from "./queue-poli
 import { redriveTests } from "./queue-redrive.js";
 import { rejectTests } from "./queue-reject.js";
 import { sendAndDepthTests } from "./queue-send.js";
+import { streamTests } from "./streams.js";
 
 export type { StoreFactory } from "./harness.js";
 
@@ -42,4 +43,5 @@ export function exerciseStore(factory: StoreFactory): void {
     rejectTests(suite);
   });
   inboxTests(factory);
+  streamTests(factory);
 }

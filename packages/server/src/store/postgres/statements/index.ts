@@ -14,3 +14,4 @@ export * from "./messages.js";
 export * from "./queues.js";
 export * from "./receipts.js";
 export * from "./sends.js";
+export * from "./streams.js";
