@@ -26,7 +26,10 @@ function importMap(): string {
   const manifest = JSON.parse(readFileSync(join(clientDist, "..", "package.json"), "utf8")) as {
     browser: Record<string, string>;
   };
-  const imports: Record<string, string> = { "@hopper/wire/limits": "/hopper/wire/limits.js" };
+  const imports: Record<string, string> = {
+    "@hopper/client": "/hopper/client/index.js",
+    "@hopper/wire/limits": "/hopper/wire/limits.js",
+  };
   for (const [from, to] of Object.entries(manifest.browser)) {
     imports[from.replace(/^\.\/dist\//, "/hopper/client/")] = to.replace(/^\.\/dist\//, "/hopper/client/");
   }
