@@ -96,8 +96,15 @@ export interface ReceiveOptions {
 }
 
 export interface NackOptions {
-  /** When to deliver again; without it the queue's retry policy decides. */
+  /** When to deliver again; without it the queue's retry policy decides. Not with `deadLetter`. */
   delayMs?: number;
+  /**
+   * Rejects the messages for good: each goes to the queue's dead-letter target at once, not retried.
+   * A queue with none answers `no_dead_letter_target` per item, and the message stays leased.
+   */
+  deadLetter?: boolean;
+  /** With `deadLetter`: the dead letters' `x-dead-letter-reason`, 1–128 characters; default `rejected`. */
+  reason?: string;
 }
 
 export interface PeekOptions {
@@ -204,7 +211,10 @@ export class HopperClient {
     return batchResults<ItemResult>(answer, receipts.length);
   }
 
-  /** Ends the leases so the messages are delivered again, after `delayMs` or the queue's retry policy. */
+  /**
+   * Ends the leases so the messages are delivered again, after `delayMs` or the queue's retry policy;
+   * with `deadLetter: true`, moves them to the queue's dead-letter target at once instead.
+   */
   async nack(queue: string, receipts: string[], options: NackOptions = {}): Promise<ItemResult[]> {
     const body = { receipts, ...options };
     const answer = await this.request("POST", queuePath(queue, "/nack"), { body });
@@ -361,7 +371,8 @@ export class HopperClient {
 
   /** Nacks one receipt in a coalesced batch; an item error is answered, not thrown. */
   nackLater(queue: string, receipt: string, options: NackOptions = {}): Promise<ItemResult> {
-    const key = `nack\n${queue}\n${options.delayMs ?? ""}`;
+    const rejected = options.deadLetter ? `dead\n${options.reason ?? ""}` : "";
+    const key = `nack\n${queue}\n${options.delayMs ?? ""}\n${rejected}`;
     return this.receiptBatches.add(key, receipt, (receipts) => this.nack(queue, receipts, options));
   }
 

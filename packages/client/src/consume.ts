@@ -1,11 +1,12 @@
 // Push consumption over the WebSocket (`/v1/ws`): the server sends up to `prefetch` messages at a time,
-// the consumer runs the handler for each, acks on success and nacks on a throw. A dropped connection
+// the consumer runs the handler for each, acks on success and nacks on a throw (dead-letters, on an
+// UnrecoverableError). A dropped connection
 // is replaced with capped exponential back-off; the server hands back every lease the old one held,
 // so the handlers still running on it are told (their signal fires) and their messages are not acked.
 // A graceful stop first asks the server for no more messages (`drain`), so that none is delivered,
 // and counted as delivered, that the consumer would then hand back unrun.
 import { BatchCoalescer } from "./coalescer.js";
-import { clientErrorCodes, HopperError } from "./errors.js";
+import { clientErrorCodes, HopperError, nackOptionsAfter } from "./errors.js";
 import { prefetchMax } from "./limits.js";
 import { type ServerFrame, SocketSession, type SocketTarget } from "./socket.js";
 import { type ItemResult, isItemError, type ReceivedMessage } from "./types.js";
@@ -31,7 +32,8 @@ export interface Consumer {
   readonly done: Promise<void>;
 }
 
-type SettleOp = "ack" | "nack";
+/** How a message is settled: acked, or nacked with the options a nack frame takes. */
+type Settlement = { op: "ack" } | { op: "nack"; deadLetter?: true; reason?: string };
 
 /** Starts consuming `queue` over a WebSocket to the client's server. */
 export function createConsumer(
@@ -164,18 +166,18 @@ class QueueConsumer {
   private async handle(message: ReceivedMessage): Promise<void> {
     const lease = new Lease();
     this.leases.set(message.receipt, lease);
-    let failed = false;
+    let settlement: Settlement = { op: "ack" };
     try {
       await this.handler(message, lease.context);
     } catch (error) {
-      failed = true;
+      settlement = { op: "nack", ...nackOptionsAfter(error) };
       if (lease.lostBecause === undefined) this.report(error, message);
     }
     this.leases.delete(message.receipt);
     // The connection it came on has ended: the server handed the message back; the receipt is dead.
     if (lease.lostBecause !== undefined) return;
     try {
-      const result = await this.settle(failed ? "nack" : "ack", message.receipt);
+      const result = await this.settle(settlement, message.receipt);
       if (isItemError(result)) this.report(HopperError.fromItem(result.error, 200), message);
     } catch (error) {
       this.report(error, message);
@@ -198,12 +200,19 @@ class QueueConsumer {
     this.leases.clear();
   }
 
-  /** Acks or nacks one receipt; the receipts of one event-loop turn share a frame of at most 100. */
-  private settle(op: SettleOp, receipt: string): Promise<ItemResult> {
-    return this.batches.add(op, receipt, async (receipts) => {
-      const answer = await this.session.request({ op, receipts });
+  /**
+   * Acks or nacks one receipt; the receipts of one event-loop turn settled alike share a frame of at
+   * most 100.
+   */
+  private settle(settlement: Settlement, receipt: string): Promise<ItemResult> {
+    const key =
+      settlement.op === "ack"
+        ? "ack"
+        : `nack\n${settlement.deadLetter ? `dead\n${settlement.reason ?? ""}` : ""}`;
+    return this.batches.add(key, receipt, async (receipts) => {
+      const answer = await this.session.request({ ...settlement, receipts });
       if (!Array.isArray(answer.results)) {
-        const message = `${op}: the answer has no results`;
+        const message = `${settlement.op}: the answer has no results`;
         throw new HopperError({ code: clientErrorCodes.invalidResponse, message, status: 0 });
       }
       return answer.results as ItemResult[];

@@ -1,4 +1,4 @@
-import { answerExcerptCharsMax } from "./limits.js";
+import { answerExcerptCharsMax, deadLetterReasonLengthMax } from "./limits.js";
 import type { ErrorBody } from "./types.js";
 
 /** Codes the client gives to failures that have no error body from the server. */
@@ -62,6 +62,35 @@ export class HopperError extends Error {
       retryAfterMs,
     });
   }
+}
+
+/**
+ * Thrown by a worker's or consumer's handler to reject its message for good (BullMQ's
+ * UnrecoverableError, AMQP's `basic.reject` with `requeue=false`): the message is not retried but
+ * nacked with `deadLetter: true`, so it goes to the queue's dead-letter target at once, with
+ * `x-dead-letter-reason` set to `reason` (the server's default is `rejected`).
+ */
+export class UnrecoverableError extends Error {
+  override readonly name = "UnrecoverableError";
+  /** The dead letter's `x-dead-letter-reason`, 1–128 characters; undefined leaves it `rejected`. */
+  readonly reason: string | undefined;
+
+  constructor(message = "rejected", options: { reason?: string; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    const { reason } = options;
+    if (reason !== undefined && (reason.length < 1 || reason.length > deadLetterReasonLengthMax)) {
+      throw new RangeError(
+        `reason must be 1 to ${deadLetterReasonLengthMax} characters, got ${reason.length}`,
+      );
+    }
+    this.reason = reason;
+  }
+}
+
+/** How to nack a message whose handler threw `error`: dead-lettered for an UnrecoverableError, else retried. */
+export function nackOptionsAfter(error: unknown): { deadLetter?: true; reason?: string } {
+  if (!(error instanceof UnrecoverableError)) return {};
+  return error.reason === undefined ? { deadLetter: true } : { deadLetter: true, reason: error.reason };
 }
 
 function parseErrorBody(text: string): ErrorBody | undefined {

@@ -8,7 +8,7 @@ export {
 } from "./client.js";
 export { type Clock, type ClockTimer, systemClock } from "./clock.js";
 export type { ConsumeOptions, Consumer } from "./consume.js";
-export { clientErrorCodes, HopperError, type HopperErrorInit } from "./errors.js";
+export { clientErrorCodes, HopperError, type HopperErrorInit, UnrecoverableError } from "./errors.js";
 export {
   type InboxCursor,
   type InboxCursorStore,

@@ -9,6 +9,9 @@ export const batchSizeMax = wireLimits.batchSizeMax;
 /** The server takes a consumer's prefetch up to 1000 (the WebSocket consume), so the client checks it first. */
 export const prefetchMax = wireLimits.prefetchMax;
 
+/** A dead-lettering nack's reason is 1 to 128 characters (docs/api.md), so UnrecoverableError checks it. */
+export const deadLetterReasonLengthMax = wireLimits.deadLetterReasonLengthMax;
+
 /** The server holds a long poll for at most 20 s (API.md, receive `waitMs`). */
 export const receiveWaitMsMax = wireLimits.waitMsMax;
 

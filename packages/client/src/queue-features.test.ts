@@ -1,20 +1,24 @@
 /**
  * The client against a real `hopper serve`: FIFO groups, deduplication, a full queue, at-most-once
- * receives and redrive tasks. What the client answers is checked against what the server then holds,
+ * receives, redrive tasks, and rejecting a message for good (`nack` with `deadLetter`, a handler's
+ * UnrecoverableError in a pull worker and a push consumer). What the client answers is checked against what the server then holds,
  * so a method cannot pass by parsing an answer the server never gives.
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { setTimeout as delay } from "node:timers/promises";
 import { HopperClient } from "./client.js";
-import { HopperError } from "./errors.js";
+import { HopperError, UnrecoverableError } from "./errors.js";
 import { startTestServer, type TestServer } from "./testing/server-process.js";
-import { deadLetterHeaders, type Task } from "./types.js";
+import { deadLetterHeaders, isItemError, type QueueStats, type Task } from "./types.js";
+import { createWorker } from "./worker.js";
 
 /** How often a test polls a task; the server takes a redrive step about every 100 ms at a rate. */
 const pollMs = 20;
 /** A redrive of a hundred messages at 100 a second ends in about a second; ten is a hang. */
 const taskWaitMsMax = 10_000;
+/** A worker settles a message within milliseconds; ten seconds means it never will. */
+const settleWaitMsMax = 10_000;
 
 async function rejection(promise: Promise<unknown>): Promise<HopperError> {
   try {
@@ -283,5 +287,124 @@ describe("the client against a real server", () => {
     assert.equal(cancelMissing.code, "task_not_found");
     const noQueue = await rejection(client.redrive("no-such-queue"));
     assert.deepEqual([noQueue.code, noQueue.status], ["queue_not_found", 404]);
+  });
+
+  /** Polls the queue's stats until `until` holds for them, and answers them. */
+  async function statsWhen(queue: string, until: (stats: QueueStats) => boolean): Promise<QueueStats> {
+    const deadline = Date.now() + settleWaitMsMax;
+    for (;;) {
+      const { stats } = await client.getQueue(queue);
+      if (until(stats)) return stats;
+      if (Date.now() > deadline) assert.fail(`${queue} never got there: ${JSON.stringify(stats)}`);
+      await delay(20);
+    }
+  }
+
+  test("nack with deadLetter moves the messages now, with the reason; without a target the lease stays", async () => {
+    await client.putQueue("tokens.dlq");
+    await client.putQueue("tokens", { deadLetter: { queue: "tokens.dlq", maxDeliveries: 10 } });
+    await client.putQueue("no-target");
+    await client.send("tokens", [{ body: "revoked" }]);
+    await client.send("no-target", [{ body: "kept" }]);
+    const [revoked] = await client.receive("tokens");
+    const [kept] = await client.receive("no-target");
+    assert.ok(revoked && kept);
+    const options = { deadLetter: true, reason: "token_revoked" };
+    assert.deepEqual(await client.nack("tokens", [revoked.receipt], options), [{ ok: true }]);
+    const [dead] = await client.peek("tokens.dlq");
+    assert.equal(dead?.body, "revoked");
+    assert.equal(dead?.headers[deadLetterHeaders.reason], "token_revoked");
+    assert.equal(dead?.headers[deadLetterHeaders.originalQueue], "tokens");
+    const [refused] = await client.nack("no-target", [kept.receipt], options);
+    assert.ok(refused && isItemError(refused));
+    assert.equal(refused.error.code, "no_dead_letter_target");
+    assert.equal((await client.getQueue("no-target")).stats.inFlight, 1);
+    assert.deepEqual(await client.ack("no-target", [kept.receipt]), [{ ok: true }]);
+    await assert.rejects(
+      client.nack("tokens", ["1.1"], { deadLetter: true, delayMs: 0 }),
+      (error: unknown) => error instanceof HopperError && error.code === "invalid_request",
+    );
+  });
+
+  for (const mode of ["pull", "push"] as const) {
+    test(`a ${mode} worker dead-letters a message whose handler throws UnrecoverableError, on its first delivery`, async () => {
+      const queue = `push-${mode}`;
+      await client.putQueue(`${queue}.dlq`);
+      await client.putQueue(queue, {
+        deadLetter: { queue: `${queue}.dlq`, maxDeliveries: 10 },
+        retry: { initialDelayMs: 0, multiplier: 1, maxDelayMs: 0, jitter: "none" },
+      });
+      await client.send(queue, [
+        { body: { token: "revoked" } },
+        { body: { token: "flaky" } },
+        { body: { token: "good" } },
+      ]);
+      const errors: unknown[] = [];
+      const flakyTries: number[] = [];
+      const worker = createWorker(
+        client,
+        queue,
+        (message) => {
+          const { token } = message.body as { token: string };
+          if (token === "revoked") {
+            throw new UnrecoverableError("the vendor revoked the token", { reason: "token_revoked" });
+          }
+          if (token === "flaky" && message.deliveryCount === 1) {
+            flakyTries.push(message.deliveryCount);
+            throw new Error("vendor timeout");
+          }
+        },
+        { mode, concurrency: 3, onError: (error) => errors.push(error) },
+      );
+      const stats = await statsWhen(queue, (s) => s.acked === 2 && s.deadLettered === 1);
+      await worker.stop();
+      assert.deepEqual([stats.nacked, stats.available, stats.inFlight, stats.delayed], [2, 0, 0, 0]);
+      const dead = await client.peek(`${queue}.dlq`);
+      assert.deepEqual(
+        dead.map((m) => [
+          m.body,
+          m.headers[deadLetterHeaders.reason],
+          m.headers[deadLetterHeaders.deliveryCount],
+        ]),
+        [[{ token: "revoked" }, "token_revoked", "1"]],
+      );
+      assert.deepEqual(flakyTries, [1], "an ordinary throw is retried");
+      assert.ok(errors.some((error) => error instanceof UnrecoverableError));
+    });
+  }
+
+  test("an UnrecoverableError in a queue with no dead-letter target is reported, and its lease runs on", async () => {
+    await client.putQueue("plain-worker");
+    await client.send("plain-worker", [{ body: 1 }]);
+    const errors: unknown[] = [];
+    let refusal: (error: HopperError) => void = () => {};
+    const refused = new Promise<HopperError>((resolve) => {
+      refusal = resolve;
+    });
+    const worker = createWorker(
+      client,
+      "plain-worker",
+      () => {
+        throw new UnrecoverableError();
+      },
+      {
+        onError: (error) => {
+          errors.push(error);
+          if (error instanceof HopperError) refusal(error);
+        },
+      },
+    );
+    assert.equal((await refused).code, "no_dead_letter_target");
+    await worker.stop();
+    const { stats } = await client.getQueue("plain-worker");
+    assert.deepEqual([stats.inFlight, stats.nacked, stats.deadLettered], [1, 0, 0]);
+    assert.ok(errors[0] instanceof UnrecoverableError);
+  });
+
+  test("UnrecoverableError refuses a reason the server would not take", () => {
+    assert.throws(() => new UnrecoverableError("x", { reason: "" }), RangeError);
+    assert.throws(() => new UnrecoverableError("x", { reason: "r".repeat(129) }), RangeError);
+    const error = new UnrecoverableError("gone", { reason: "r".repeat(128) });
+    assert.deepEqual([error.name, error.message, error.reason?.length], ["UnrecoverableError", "gone", 128]);
   });
 });

@@ -38,8 +38,9 @@ import type { ItemError } from "@hopper/wire";
 
 /**
  * The headers the server sets on a dead-lettered message. `x-dead-letter-reason` is `max_deliveries`
- * (delivered too often), `max_depth` (pushed out by `overflow: "dead-letter-oldest"`) or `corrupt`
- * (its body failed its checksum in the store; it stays undeliverable there too).
+ * (delivered too often), `max_depth` (pushed out by `overflow: "dead-letter-oldest"`), `corrupt`
+ * (its body failed its checksum in the store; it stays undeliverable there too), or the reason a nack
+ * with `deadLetter: true` gave (`rejected` by default; an UnrecoverableError's `reason`).
  */
 export const deadLetterHeaders = {
   reason: "x-dead-letter-reason",

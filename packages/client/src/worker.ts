@@ -1,6 +1,6 @@
 import type { HopperClient } from "./client.js";
 import { interruptibleWait } from "./clock.js";
-import { HopperError } from "./errors.js";
+import { HopperError, nackOptionsAfter } from "./errors.js";
 import { LeaseHeartbeat } from "./lease-heartbeat.js";
 import {
   batchSizeMax,
@@ -62,8 +62,8 @@ interface WorkerSettings {
 
 /**
  * Runs `handler` for each message of `queue` with at most `concurrency` at once: acks on success,
- * nacks on a throw (the queue's retry policy picks the delay), and extends each lease while its
- * handler runs.
+ * nacks on a throw (the queue's retry policy picks the delay; an UnrecoverableError dead-letters the
+ * message at once instead), and extends each lease while its handler runs.
  */
 export function createWorker(
   client: HopperClient,
@@ -193,17 +193,19 @@ class QueueWorker {
       report,
     });
     let failed = false;
+    let failure: unknown;
     try {
       await this.handler(message, { signal: heartbeat.signal });
     } catch (error) {
       failed = true;
+      failure = error;
       if (!heartbeat.leaseLost) report(error);
     }
     heartbeat.stop();
     // A lost lease may already be held by another consumer; its receipt can no longer ack or nack.
     if (heartbeat.leaseLost) return;
     const settled = failed
-      ? this.client.nackLater(this.queue, message.receipt)
+      ? this.client.nackLater(this.queue, message.receipt, nackOptionsAfter(failure))
       : this.client.ackLater(this.queue, message.receipt);
     await this.reportItemResult(settled, message);
   }

@@ -26,6 +26,10 @@ export const errorCatalog = {
   dead_letter_exchange_not_found: { status: 400, message: "The dead-letter exchange does not exist." },
   unroutable: { status: 400, message: "No binding matches the routing key, and the publish is mandatory." },
   stale_receipt: { status: 409, message: "The lease this receipt names is gone." },
+  no_dead_letter_target: {
+    status: 409,
+    message: "The queue has no dead-letter target; the message stays leased.",
+  },
   queue_kind_mismatch: { status: 409, message: "A queue's kind cannot change." },
   redrive_running: { status: 409, message: "A redrive of this queue is already running." },
   queue_in_use: { status: 409, message: "The queue is the dead-letter queue of another queue." },

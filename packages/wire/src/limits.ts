@@ -55,6 +55,9 @@ export const wireLimits = {
   maxDeliveriesMax: 1000,
   /** A nack's delay, and the retry policy's ceiling. */
   retryDelayMsMax: 12 * hour,
+  /** The reason a dead-lettering nack gives (its x-dead-letter-reason header): a label to count and
+   * filter dead letters by, as long as a name; the details of a failure belong in the body or a log. */
+  deadLetterReasonLengthMax: 128,
 
   /** A queue's maxDepth: a bound that the depth counter, not a scan, enforces. */
   maxDepthMax: 1_000_000_000,

@@ -150,7 +150,15 @@ export const Receipts = Type.Array(Type.String({ minLength: 1, maxLength: limits
 
 export const AckBody = Type.Object({ receipts: Receipts }, strict);
 export const NackBody = Type.Object(
-  { receipts: Receipts, delayMs: Type.Optional(Ms(limits.retryDelayMsMax)) },
+  {
+    receipts: Receipts,
+    /** When to deliver again; without it the queue's retry policy decides. Not with `deadLetter`. */
+    delayMs: Type.Optional(Ms(limits.retryDelayMsMax)),
+    /** Rejected for good: the messages go to the queue's dead-letter target now, not retried. */
+    deadLetter: Type.Optional(Type.Boolean({ description: "Move to the dead-letter target now" })),
+    /** The dead letters' `x-dead-letter-reason` (default `rejected`); only with `deadLetter: true`. */
+    reason: Type.Optional(Type.String({ minLength: 1, maxLength: limits.deadLetterReasonLengthMax })),
+  },
   strict,
 );
 export const ExtendBody = Type.Object(

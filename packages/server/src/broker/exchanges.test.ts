@@ -169,7 +169,7 @@ describe("exchange broker", () => {
     await queues.send("orders", [json("bad")]);
     const [leased] = await queues.receive("orders", {});
     assert.ok(leased);
-    await queues.nack("orders", [leased.receipt], 0);
+    await queues.nack("orders", [leased.receipt], { delayMs: 0 });
     const [inOrders] = await queues.peek("poison.orders", "available", 10);
     const [inAll] = await queues.peek("poison.all", "available", 10);
     assert.equal(inOrders?.id, leased.id);
@@ -180,7 +180,7 @@ describe("exchange broker", () => {
     await queues.send("orders", [json("bad again")]);
     const [again] = await queues.receive("orders", {});
     assert.ok(again);
-    await queues.nack("orders", [again.receipt], 0);
+    await queues.nack("orders", [again.receipt], { delayMs: 0 });
     assert.equal(await depth("orders"), 0, "not put back into its own queue");
     assert.equal(await depth("poison.all"), 2);
     await assert.rejects(

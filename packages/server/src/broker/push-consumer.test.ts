@@ -218,7 +218,7 @@ describe("push consumer", () => {
     const { consumer, delivered } = start(3);
     await settle();
     const [a, b, c] = delivered.map((message) => message.receipt) as [string, string, string];
-    const results = await consumer.nack(["nope", a, b, a], 0);
+    const results = await consumer.nack(["nope", a, b, a], { delayMs: 0 });
     assert.deepEqual(
       results.map((r) => ("ok" in r ? "ok" : r.error.code)),
       ["stale_receipt", "ok", "ok", "ok"],
@@ -256,7 +256,7 @@ describe("push consumer", () => {
     assert.equal(delivered.length, 2);
     const [a, b] = delivered.map((message) => message.receipt) as [string, string];
     const acking = consumer.ack([a]);
-    const nacking = consumer.nack([b], 60_000);
+    const nacking = consumer.nack([b], { delayMs: 60_000 });
     for (let turn = 0; turn < 10 && delivered.length < 4; turn++) await settle();
     assert.equal(delivered.length, 4, "two more delivered while the ack and the nack wait for their answers");
     assert.equal(consumer.unacked, 2);

@@ -18,7 +18,7 @@ import { HopperError, invariant } from "../errors.js";
 import { limits } from "../limits.js";
 import type { LeasedMessage } from "../model/message.js";
 import type { Claim } from "./handoffs.js";
-import type { ItemResult, QueueBroker } from "./queues.js";
+import type { ItemResult, NackOptions, QueueBroker } from "./queues.js";
 
 /** What a consumer needs of the broker; a QueueBroker is one. */
 export type PushBroker = Pick<
@@ -145,10 +145,13 @@ export class PushConsumer {
     return this.settle(receipts, (held, applied) => this.options.broker.ack(this.queue, held, applied));
   }
 
-  /** Ends the leases; each message comes back after `delayMs`, or as the queue's retry policy says. */
-  async nack(receipts: string[], delayMs?: number): Promise<ItemResult[]> {
+  /**
+   * Ends the leases; each message comes back after `delayMs`, or as the queue's retry policy says, or
+   * with `deadLetter` goes to the dead-letter target (refused with no target: the lease stays held).
+   */
+  async nack(receipts: string[], options: NackOptions = {}): Promise<ItemResult[]> {
     return this.settle(receipts, (held, applied) =>
-      this.options.broker.nack(this.queue, held, delayMs, applied),
+      this.options.broker.nack(this.queue, held, options, applied),
     );
   }
 

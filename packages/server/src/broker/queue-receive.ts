@@ -43,6 +43,40 @@ export interface ReceiveOptions {
   onDrained?: () => void;
 }
 
+/** How a nack ends its leases (the wire's NackBody without its receipts); see QueueBroker.nack. */
+export interface NackOptions {
+  /** When to deliver again; without it the queue's retry policy decides. Not with `deadLetter`. */
+  delayMs?: number;
+  /** Rejected for good: the messages go to the queue's dead-letter target now, not retried. */
+  deadLetter?: boolean;
+  /** The dead letters' x-dead-letter-reason; default `rejected`. Only with `deadLetter`. */
+  reason?: string;
+}
+
+/**
+ * Checks a nack's options (400 invalid_request) and answers the store's deadLetterNow for them:
+ * undefined for a retrying nack.
+ */
+export function checkNackOptions(options: NackOptions): { reason: string } | undefined {
+  const { deadLetter, delayMs, reason } = options;
+  if (!deadLetter) {
+    if (reason !== undefined) {
+      throw new HopperError("invalid_request", "A nack's reason goes only with deadLetter: true.");
+    }
+    return undefined;
+  }
+  if (delayMs !== undefined) {
+    throw new HopperError("invalid_request", "A dead-lettering nack is not retried, so it takes no delayMs.");
+  }
+  if (reason !== undefined && (reason.length < 1 || reason.length > limits.deadLetterReasonLengthMax)) {
+    throw new HopperError(
+      "invalid_request",
+      `A nack's reason is 1 to ${limits.deadLetterReasonLengthMax} characters.`,
+    );
+  }
+  return { reason: reason ?? "rejected" };
+}
+
 export class QueueReceiver {
   /** Messages whose body failed its checksum as a lease read them, since this process started. */
   corruptFound = 0;
@@ -240,16 +274,19 @@ export class QueueReceiver {
   }
 
   /**
-   * Ends leases early; each message is retried after `delayMs`, or after the queue's retry policy.
-   * `applied` as in ack.
+   * Ends leases early; each message is retried after `delayMs`, or after the queue's retry policy, or
+   * with `deadLetter` goes to the queue's dead-letter target at once (`no_dead_letter_target` per item
+   * when it has none, the lease left as it was). `applied` as in ack.
    */
   async nack(
     name: string,
     receipts: string[],
-    delayMs?: number,
+    options: NackOptions = {},
     applied?: (results: ItemResult[]) => void,
   ): Promise<ItemResult[]> {
     checkBatchSize(receipts.length);
+    const { delayMs } = options;
+    const deadLetterNow = checkNackOptions(options);
     if (delayMs !== undefined) checkDelay(delayMs);
     const { clock, store, scheduler, random } = this.context;
     const queue = await this.admin.queue(name);
@@ -266,6 +303,7 @@ export class QueueReceiver {
         return ms;
       },
       deadLetter,
+      ...(deadLetterNow && { deadLetterNow }),
       applied: itemResultsTo(applied),
     });
     deadLettered(this.context, deadLetter, deadLetteredCount);

@@ -122,8 +122,8 @@ describe("queue broker", () => {
 
     test("a nack of the last delivery dead-letters at once", async () => {
       await broker.send("q", [text("poison")]);
-      await broker.nack("q", [(await receiveOne("q")).receipt], 0);
-      await broker.nack("q", [(await receiveOne("q")).receipt], 0);
+      await broker.nack("q", [(await receiveOne("q")).receipt], { delayMs: 0 });
+      await broker.nack("q", [(await receiveOne("q")).receipt], { delayMs: 0 });
       assert.equal((await broker.stats("dlq")).available, 1);
       assert.equal((await broker.stats("q")).nacked, 2);
     });
@@ -131,8 +131,8 @@ describe("queue broker", () => {
     test("messages arriving in a dead-letter queue expire by its retention", async () => {
       await broker.putQueue("dlq", { retentionMs: 60_000 });
       await broker.send("q", [text("poison")]);
-      await broker.nack("q", [(await receiveOne("q")).receipt], 0);
-      await broker.nack("q", [(await receiveOne("q")).receipt], 0);
+      await broker.nack("q", [(await receiveOne("q")).receipt], { delayMs: 0 });
+      await broker.nack("q", [(await receiveOne("q")).receipt], { delayMs: 0 });
       assert.equal((await broker.stats("dlq")).available, 1);
       await clock.advance(60_000);
       const stats = await broker.stats("dlq");
@@ -141,7 +141,7 @@ describe("queue broker", () => {
 
     test("a lease handed back at the instant of a sweep is still dead-lettered by the sweep", async () => {
       await broker.send("q", [text("poison")]);
-      await broker.nack("q", [(await receiveOne("q")).receipt], 0);
+      await broker.nack("q", [(await receiveOne("q")).receipt], { delayMs: 0 });
       const last = await receiveOne("q");
       await clock.advance(10);
       // A sweep runs now (an update of the queue asks for one)...

@@ -15,7 +15,7 @@ import { type Claim, type HandoffSink, Handoffs } from "./handoffs.js";
 import { QueueAdmin, type QueueInfo, type QueueStats } from "./queue-admin.js";
 import type { ItemResult, Logger, QueueContext } from "./queue-context.js";
 import { QueueHousekeeping } from "./queue-housekeeping.js";
-import { QueueReceiver, type ReceiveOptions } from "./queue-receive.js";
+import { type NackOptions, QueueReceiver, type ReceiveOptions } from "./queue-receive.js";
 import { QueueRedrive } from "./queue-redrive.js";
 import { type CopiesResult, type OutgoingMessage, QueueSender, type SendResult } from "./queue-send.js";
 import type { TaskInfo } from "./redrive.js";
@@ -25,7 +25,7 @@ import { Wakeups } from "./wake.js";
 
 export type { QueueInfo, QueueStats } from "./queue-admin.js";
 export { checkRoutingKey, type ItemResult, type Logger } from "./queue-context.js";
-export type { ReceiveOptions } from "./queue-receive.js";
+export { checkNackOptions, type NackOptions, type ReceiveOptions } from "./queue-receive.js";
 export type { OutgoingMessage, SendResult } from "./queue-send.js";
 
 export class QueueBroker {
@@ -167,14 +167,17 @@ export class QueueBroker {
     return this.receiver.ack(name, receipts, applied);
   }
 
-  /** Ends leases early; each message is retried after `delayMs`, or after the queue's retry policy. */
+  /**
+   * Ends leases early; each message is retried after `delayMs`, or after the queue's retry policy, or
+   * with `deadLetter` moved to the queue's dead-letter target at once (NackOptions).
+   */
   nack(
     name: string,
     receipts: string[],
-    delayMs?: number,
+    options: NackOptions = {},
     applied?: (results: ItemResult[]) => void,
   ): Promise<ItemResult[]> {
-    return this.receiver.nack(name, receipts, delayMs, applied);
+    return this.receiver.nack(name, receipts, options, applied);
   }
 
   /** Heartbeat: each named lease now ends `visibilityTimeoutMs` from now. */

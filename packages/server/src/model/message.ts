@@ -50,5 +50,18 @@ export interface LeasedMessage extends StoredMessage {
 
 export type MessageState = "available" | "delayed" | "in-flight";
 
-/** The outcome of one item of a receipt batch; `stale_receipt` and `invalid_receipt` are per item. */
-export type ReceiptResult = { ok: true } | { error: "stale_receipt" | "invalid_receipt" };
+/**
+ * The outcome of one item of a receipt batch; `stale_receipt` and `invalid_receipt` are per item, and
+ * `no_dead_letter_target` answers a dead-lettering nack in a queue with nowhere to put it.
+ */
+export type ReceiptResult =
+  | { ok: true }
+  | { error: "stale_receipt" | "invalid_receipt" | "no_dead_letter_target" };
+
+/**
+ * A dead-lettering nack's result for a receipt in a queue with no dead-letter target: a receipt that
+ * names a lease answers `no_dead_letter_target` (and the lease stays); a refused one keeps its error.
+ */
+export function noTargetUnlessRefused(result: ReceiptResult): ReceiptResult {
+  return "ok" in result ? { error: "no_dead_letter_target" } : result;
+}

@@ -40,8 +40,12 @@ export interface Handoff {
   inFlightMax: number;
 }
 
-/** Why a message was dead-lettered, as its x-dead-letter-reason header says. */
-export type DeadLetterReason = "max_deliveries" | "max_depth" | "corrupt";
+/**
+ * Why a message was dead-lettered, as its x-dead-letter-reason header says: the broker's own reasons,
+ * or the one a dead-lettering nack gives (`rejected` by default; any string within
+ * limits.deadLetterReasonLengthMax).
+ */
+export type DeadLetterReason = "max_deliveries" | "max_depth" | "corrupt" | "rejected" | (string & {});
 
 /** Headers the broker adds when it dead-letters a message (API.md). */
 export function deadLetterHeaders(

@@ -82,8 +82,10 @@ export interface QueueStore {
 
   /**
    * Ends each named lease: the message becomes visible after `retryDelayMs(deliveryCount)`, or goes to
-   * the dead-letter queue when it has been delivered `deadLetter.maxDeliveries` times. `applied` as in
-   * queueAck.
+   * the dead-letter queue when it has been delivered `deadLetter.maxDeliveries` times. With
+   * `deadLetterNow` every named message goes to the dead-letter queue at once, with that reason,
+   * whatever its delivery count; when `deadLetter` is null each such receipt that names a lease answers
+   * `no_dead_letter_target` and its message is left as it was. `applied` as in queueAck.
    */
   queueNack(params: {
     queue: string;
@@ -91,6 +93,7 @@ export interface QueueStore {
     now: number;
     retryDelayMs: (deliveryCount: number) => number;
     deadLetter: DeadLetterRoute | null;
+    deadLetterNow?: { reason: string };
     applied?: Applied;
   }): Promise<{ results: ReceiptResult[]; deadLettered: number }>;
 

@@ -108,7 +108,8 @@ function registerMessageRoutes(app: FastifyInstance, broker: QueueBroker): void 
     "/v1/queues/:queue/nack",
     { schema: { tags, params: QueueParams, body: NackBody } },
     async (request) => {
-      const results = await broker.nack(request.params.queue, request.body.receipts, request.body.delayMs);
+      const { receipts, ...options } = request.body;
+      const results = await broker.nack(request.params.queue, receipts, options);
       return { results: results.map(renderItemResult) };
     },
   );

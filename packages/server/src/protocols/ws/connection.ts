@@ -6,7 +6,7 @@
 import type { RawData, WebSocket } from "ws";
 import type { DeviceClaims, DeviceTokens } from "../../auth/device-tokens.js";
 import { PushConsumer } from "../../broker/push-consumer.js";
-import type { ItemResult, QueueBroker } from "../../broker/queues.js";
+import { checkNackOptions, type ItemResult, type QueueBroker } from "../../broker/queues.js";
 import type { Signal, SignalHub } from "../../broker/signals.js";
 import type { Clock } from "../../clock.js";
 import { HopperError } from "../../errors.js";
@@ -21,6 +21,7 @@ import {
   type ConsumeFrame,
   type DrainFrame,
   type NackFrame,
+  nackOptionsOf,
   parseFrame,
   type Ref,
   type SendFrame,
@@ -201,8 +202,12 @@ export class WsConnection {
         return this.consume(frame);
       case "ack":
         return this.settle(frame, (consumer, receipts) => consumer.ack(receipts));
-      case "nack":
-        return this.settle(frame, (consumer, receipts) => consumer.nack(receipts, frame.delayMs));
+      case "nack": {
+        const options = nackOptionsOf(frame);
+        // Refused whole, as over HTTP, even when no consumer here holds its receipts.
+        checkNackOptions(options);
+        return this.settle(frame, (consumer, receipts) => consumer.nack(receipts, options));
+      }
       case "cancel":
         return this.cancel(frame);
       case "drain":

@@ -76,6 +76,12 @@ describe("websocket endpoint", () => {
       ],
       ['{"op":"ack","receipts":[]}', "invalid_request"],
       ['{"op":"nack","receipts":["r"],"delayMs":-1}', "invalid_request"],
+      ['{"op":"nack","receipts":["r"],"deadLetter":true,"delayMs":0}', "invalid_request"],
+      ['{"op":"nack","receipts":["r"],"reason":"no deadLetter"}', "invalid_request"],
+      [
+        JSON.stringify({ op: "nack", receipts: ["r"], deadLetter: true, reason: "r".repeat(129) }),
+        "invalid_request",
+      ],
       ['{"op":"cancel","sub":"99","ref":1.5}', "consumer_not_found", 1.5],
       ['{"op":"signal.subscribe","channel":"a b"}', "invalid_name"],
       ['{"op":"signal.publish","channel":"c"}', "invalid_request"],
@@ -144,6 +150,40 @@ describe("websocket endpoint", () => {
     assert.equal((again.results as { error: { code: string } }[])[0]?.error.code, "stale_receipt");
     const stats = await server.broker.stats("q");
     assert.deepEqual([stats.acked, stats.nacked, stats.delayed, stats.inFlight], [1, 1, 1, 0]);
+  });
+
+  test("a dead-lettering nack moves held messages now, with its reason; with no target the lease stays held", async () => {
+    await server.broker.putQueue("dlq", {});
+    await server.broker.putQueue("dl", { deadLetter: { queue: "dlq", maxDeliveries: 5 } });
+    await server.broker.send("dl", [json("revoked")]);
+    await server.broker.send("q", [json("kept")]);
+    const socket = await open();
+    const dl = await socket.request({ op: "consume", queue: "dl", prefetch: 1 });
+    const plain = await socket.request({ op: "consume", queue: "q", prefetch: 1 });
+    const delivered = await socket.waitForCount("deliver", 2);
+    const [rejected] = receiptsOf(delivered.filter((f) => f.sub === dl.sub));
+    const [kept] = receiptsOf(delivered.filter((f) => f.sub === plain.sub));
+    const nacked = await socket.request({
+      op: "nack",
+      receipts: [rejected, kept, "unknown"],
+      deadLetter: true,
+      reason: "token_revoked",
+    });
+    assert.equal(nacked.op, "nacked");
+    assert.deepEqual(
+      (nacked.results as { ok?: true; error?: { code: string } }[]).map((r) => r.ok ?? r.error?.code),
+      [true, "no_dead_letter_target", "stale_receipt"],
+    );
+    const [dead] = await server.broker.peek("dlq", "available", 10);
+    assert.equal(dead?.body.toString(), '"revoked"');
+    assert.equal(dead?.headers["x-dead-letter-reason"], "token_revoked");
+    assert.equal(dead?.headers["x-original-queue"], "dl");
+    const dlStats = await server.broker.stats("dl");
+    assert.deepEqual([dlStats.deadLettered, dlStats.inFlight], [1, 0]);
+    const qStats = await server.broker.stats("q");
+    assert.deepEqual([qStats.deadLettered, qStats.nacked, qStats.inFlight], [0, 0, 1]);
+    // The refused lease is still this consumer's: an ack settles it.
+    assert.deepEqual((await socket.request({ op: "ack", receipts: [kept] })).results, [{ ok: true }]);
   });
 
   test("cancel hands the consumer's leases back at once and stops its deliveries", async () => {

@@ -3,7 +3,7 @@
  * frame, an `op` naming its schema, unknown ops and unknown fields refused. `parseFrame` turns a text
  * frame into a checked frame or the catalog error to answer with, so a bad frame changes nothing.
  */
-import { Receipts, SendBody } from "@hopper/wire";
+import { NackBody, Receipts, SendBody } from "@hopper/wire";
 import Type, { type Static, type TSchema } from "typebox";
 import { Compile } from "typebox/compile";
 import { HopperError } from "../../errors.js";
@@ -32,15 +32,8 @@ const frameSchemas = {
     strict,
   ),
   ack: Type.Object({ op: Type.Literal("ack"), ref: Type.Optional(Ref), receipts: Receipts }, strict),
-  nack: Type.Object(
-    {
-      op: Type.Literal("nack"),
-      ref: Type.Optional(Ref),
-      receipts: Receipts,
-      delayMs: Type.Optional(Type.Integer({ minimum: 0, maximum: limits.retryDelayMsMax })),
-    },
-    strict,
-  ),
+  /** As `POST /v1/queues/{queue}/nack`'s body: retry after a delay, or dead-letter at once. */
+  nack: Type.Object({ op: Type.Literal("nack"), ref: Type.Optional(Ref), ...NackBody.properties }, strict),
   cancel: Type.Object({ op: Type.Literal("cancel"), ref: Type.Optional(Ref), sub: Sub }, strict),
   /** Hopper's extension of API.md: the consumer is given no more messages, and keeps those it holds. */
   drain: Type.Object({ op: Type.Literal("drain"), ref: Type.Optional(Ref), sub: Sub }, strict),
@@ -72,6 +65,12 @@ const frameSchemas = {
 export type ConsumeFrame = Static<(typeof frameSchemas)["consume"]>;
 export type AckFrame = Static<(typeof frameSchemas)["ack"]>;
 export type NackFrame = Static<(typeof frameSchemas)["nack"]>;
+
+/** A nack frame's options for the broker: its fields but the op, ref and receipts. */
+export function nackOptionsOf(frame: NackFrame): Omit<NackFrame, "op" | "ref" | "receipts"> {
+  const { op: _op, ref: _ref, receipts: _receipts, ...options } = frame;
+  return options;
+}
 export type CancelFrame = Static<(typeof frameSchemas)["cancel"]>;
 export type DrainFrame = Static<(typeof frameSchemas)["drain"]>;
 export type SendFrame = Static<(typeof frameSchemas)["send"]>;

@@ -15,7 +15,12 @@ import {
   queueNotFound,
 } from "../../errors.js";
 import { limits } from "../../limits.js";
-import type { LeasedMessage, ReceiptResult, StoredMessage } from "../../model/message.js";
+import {
+  type LeasedMessage,
+  noTargetUnlessRefused,
+  type ReceiptResult,
+  type StoredMessage,
+} from "../../model/message.js";
 import {
   type DeadLetterReason,
   deadLetterHeaders,
@@ -371,12 +376,18 @@ export class EmbeddedQueues<Q extends QueueSlot, M extends MessageSlot> {
 
   nack(params: NackParams): { results: ReceiptResult[]; deadLettered: number } {
     const queue = this.require(params.queue);
+    const { deadLetter, deadLetterNow } = params;
+    if (deadLetterNow && !deadLetter) {
+      // Nowhere to move them: each lease found answers so, and nothing changes.
+      const results = this.forEachReceipt(queue, params.receipts, () => {});
+      return { results: results.map(noTargetUnlessRefused), deadLettered: 0 };
+    }
     let nacked = 0;
     let deadLettered = 0;
     const results = this.forEachReceipt(queue, params.receipts, (message) => {
       nacked++;
-      if (params.deadLetter && message.deliveryCount >= params.deadLetter.maxDeliveries) {
-        this.deadLetter(message, queue, params.deadLetter, params.now);
+      if (deadLetter && (deadLetterNow || message.deliveryCount >= deadLetter.maxDeliveries)) {
+        this.deadLetter(message, queue, deadLetter, params.now, deadLetterNow?.reason);
         deadLettered++;
         return;
       }

@@ -27,7 +27,7 @@ import type pg from "pg";
 import { invariant, queueFull } from "../../errors.js";
 import { limits } from "../../limits.js";
 import { bodyBytes, type NewMessage } from "../../model/message.js";
-import { deadLetterHeaders, type SendPolicy } from "../../model/policies.js";
+import { type DeadLetterReason, deadLetterHeaders, type SendPolicy } from "../../model/policies.js";
 import {
   type DeadLetterRoute,
   depthOf,
@@ -429,7 +429,7 @@ export class MessageWrites {
     rows: readonly MessageRow[],
     source: LockedQueue,
     route: DeadLetterRoute,
-    reason: "max_deliveries" | "max_depth",
+    reason: DeadLetterReason,
     now: number,
     targets?: readonly LockedQueue[],
   ): Promise<string[]> {

@@ -5,7 +5,7 @@
  */
 import { invariant, queueNotFound } from "../../errors.js";
 import { limits } from "../../limits.js";
-import type { ReceiptResult } from "../../model/message.js";
+import { noTargetUnlessRefused, type ReceiptResult } from "../../model/message.js";
 import type { DeadLetterRoute, QueueKind } from "../../model/queue.js";
 import { decodeReceipt } from "../../model/receipts.js";
 import type { MessageRow } from "../rows.js";
@@ -176,11 +176,14 @@ export class QueueReceipts extends QueuePart {
     now: number;
     retryDelayMs: (deliveryCount: number) => number;
     deadLetter: DeadLetterRoute | null;
+    deadLetterNow?: { reason: string };
   }): Promise<{ results: ReceiptResult[]; deadLettered: number }> {
     return this.db.transaction(async (client) => {
       const queue = await this.queues.lockQueueShared(client, params.queue);
+      const policy = params.deadLetter;
+      const rejected = params.deadLetterNow;
       // Only a dead letter removes a head; a retried head stays the head of its group.
-      if (params.deadLetter) {
+      if (policy) {
         const seqs = params.receipts.map((receipt) => decodeReceipt(receipt)?.seq);
         await this.lockGroupsOfSeqs(
           client,
@@ -189,9 +192,12 @@ export class QueueReceipts extends QueuePart {
         );
       }
       const { results, rows } = await this.rowsByReceipt(client, queue.queueId, params.receipts);
+      // Nowhere to move them: each lease found answers so, and nothing changes.
+      if (rejected && !policy) return { results: results.map(noTargetUnlessRefused), deadLettered: 0 };
       const found = rows.filter((row) => row !== undefined);
-      const policy = params.deadLetter;
-      const exhausted = policy ? found.filter((row) => row.delivery_count >= policy.maxDeliveries) : [];
+      const exhausted = policy
+        ? found.filter((row) => rejected || row.delivery_count >= policy.maxDeliveries)
+        : [];
       const retried = found.filter((row) => !exhausted.includes(row));
       if (policy) {
         const written = await this.writes.deadLetter(
@@ -199,7 +205,7 @@ export class QueueReceipts extends QueuePart {
           exhausted,
           queue,
           policy,
-          "max_deliveries",
+          rejected?.reason ?? "max_deliveries",
           params.now,
         );
         this.link.announceOnCommit(client, ...written);

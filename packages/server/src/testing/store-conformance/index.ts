@@ -14,6 +14,7 @@ import { fifoGroupTests, priorityTests } from "./queue-fifo.js";
 import { atomicityTests, leaseTests } from "./queue-lease.js";
 import { atMostOnceTests, deduplicationTests, overflowTests } from "./queue-policies.js";
 import { redriveTests } from "./queue-redrive.js";
+import { rejectTests } from "./queue-reject.js";
 import { sendAndDepthTests } from "./queue-send.js";
 
 export type { StoreFactory } from "./harness.js";
@@ -38,6 +39,7 @@ export function exerciseStore(factory: StoreFactory): void {
     overflowTests(suite);
     atMostOnceTests(suite);
     redriveTests(suite);
+    rejectTests(suite);
   });
   inboxTests(factory);
 }
