@@ -354,9 +354,10 @@ function reportError(error) {
 function wireForms() {
   $("signin").addEventListener("submit", async (event) => {
     event.preventDefault();
+    window.chatReady = false;
     const { body } = await call("POST", "/api/signin", { name: $("signin-name").value.trim() });
     storeSession({ user: body.user, session: body.session });
-    await boot(storedSession());
+    start(storedSession());
   });
   $("signout").addEventListener("click", async () => {
     storeSession(undefined);
@@ -395,14 +396,21 @@ function flushAll() {
 }
 
 wireForms();
+window.addEventListener("unhandledrejection", (event) => reportError(event.reason?.stack ?? event.reason));
 setInterval(() => void flushAll(), retryIntervalMs);
+/** Boots, and while the chat API cannot be reached, tries again: a page opened offline starts once online. */
+function start(session) {
+  boot(session).catch((error) => {
+    setConnection("offline");
+    if (error instanceof ChatApiError && error.retryable) setTimeout(() => start(session), retryIntervalMs);
+    else reportError(error);
+  });
+}
+
 const session = storedSession();
 if (session === undefined) {
   $("signin").hidden = false;
   window.chatReady = true;
 } else {
-  boot(session).catch((error) => {
-    reportError(error);
-    setConnection("offline");
-  });
+  start(session);
 }

@@ -41,6 +41,14 @@ function recordFrames(page: Page): Frame[] {
   return frames;
 }
 
+/** The page's errors, printed with the test's output so that a failure says what the page saw. */
+function watchErrors(page: Page, name: string): void {
+  page.on("pageerror", (error) => console.log(`# ${name} page error: ${error}`));
+  page.on("console", (message) => {
+    if (message.type() === "error") console.log(`# ${name} console: ${message.text()}`);
+  });
+}
+
 async function signIn(page: Page, url: string, name: string): Promise<void> {
   await page.goto(url);
   await page.fill("#signin-name", name);
@@ -112,12 +120,14 @@ describe("the chat page in Chromium", { skip }, () => {
 
   test("sign in, and a conversation between Alice and Bob", async () => {
     alicePage = await alice.newPage();
+    watchErrors(alicePage, "alice");
     await signIn(alicePage, `${stack.apiUrl}/`, "alice");
     await alicePage.fill("#new-members", "bob");
     await alicePage.click("#new-conversation button");
     await alicePage.waitForSelector("#composer:not([hidden])", { timeout: pageWaitMs });
     bobPage = await bob.newPage();
     bobFrames = recordFrames(bobPage);
+    watchErrors(bobPage, "bob");
     await signIn(bobPage, `${apiRelay.url}/`, "bob");
     await bobPage.waitForSelector(".conversation", { timeout: pageWaitMs });
     await screenshot(alicePage, "1-alice-signed-in");
@@ -211,6 +221,7 @@ describe("the chat page in Chromium", { skip }, () => {
     await alicePage.close();
     await alice.setOffline(false);
     alicePage = await openPage(alice, `${stack.apiUrl}/`);
+    watchErrors(alicePage, "alice (reopened)");
     await bobPage.waitForSelector(`#messages .message:has-text("${text}")`, { timeout: pageWaitMs });
     await alicePage.click(".conversation");
     await waitForTick(alicePage, text, "read");

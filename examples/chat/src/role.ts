@@ -17,7 +17,7 @@ import { integrationsHandler } from "./workers/integrations.js";
 import { pushHandler } from "./workers/push.js";
 import { realtimeHandler } from "./workers/realtime.js";
 
-/** The prefetch (push mode) or concurrency (pull mode) of each worker; see docs/chat.md. */
+/** How many events each worker holds at once (its prefetch); see docs/chat.md. */
 const workerSlots = { realtime: 32, push: 2, integrations: 8 } as const;
 
 type Stop = () => Promise<void>;
@@ -97,23 +97,12 @@ async function startRole(role: string): Promise<Stop> {
       onError,
     });
   } else if (role === "push") {
-    const settledByHandler = new Set<string>();
-    const deps = {
-      hopper,
-      queue: names.queues.push,
-      queries,
-      inboxes,
-      vendorUrl: env.pushVendorUrl,
-      settledByHandler,
-    };
-    // Pull mode: the handler dead-letters with an HTTP nack of its own lease, which the worker's
-    // later ack then finds gone; that one stale_receipt is expected and not reported.
+    const deps = { queries, inboxes, vendorUrl: env.pushVendorUrl };
+    // A low prefetch: a slow vendor holds few events, and the rest wait in the queue for any worker.
     worker = hopper.worker(names.queues.push, pushHandler(deps), {
-      concurrency: workerSlots.push,
-      onError: (error, message) => {
-        if (message !== undefined && settledByHandler.delete(message.receipt)) return;
-        onError(error);
-      },
+      mode: "push",
+      prefetch: workerSlots.push,
+      onError,
     });
   } else {
     throw new Error(`unknown role ${role}`);

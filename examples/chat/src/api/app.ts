@@ -76,7 +76,7 @@ function conversationRoutes(
       if (user === undefined) return reply;
       const members = [...new Set([user, ...request.body.members])].sort();
       const title = request.body.title ?? members.join(", ");
-      const id = create(title, members, new Date().toISOString());
+      const id = create.immediate(title, members, new Date().toISOString());
       return reply.code(201).send({ conversation: conversationView(queries, id) });
     },
   );
@@ -92,6 +92,12 @@ export async function buildChatApi(options: ChatApiOptions): Promise<FastifyInst
   const inboxes = new HopperInboxes(hopperAccess, names.inbox);
   const app = Fastify({ logger: false });
   app.addHook("onClose", async () => hopper.close());
+  app.setErrorHandler((error: { statusCode?: number; code?: string; message: string }, _request, reply) => {
+    const status = error.statusCode ?? 500;
+    if (status >= 500) console.error("chat api:", error);
+    const code = status >= 500 ? "internal" : (error.code ?? "invalid_request");
+    return reply.code(status).send({ error: { code, message: error.message } });
+  });
 
   app.post<{ Body: { name: string } }>(
     "/api/signin",

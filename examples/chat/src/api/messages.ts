@@ -116,7 +116,9 @@ export function messageRoutes(app: FastifyInstance, deps: MessageRoutesDeps): vo
       if (user === undefined) return reply;
       const conversationId = request.params.id;
       if (!memberOf(conversationId, user)) return reply.code(404).send(notMember);
-      const outcome = send(
+      // IMMEDIATE: the transaction reads before it writes, and in WAL mode a deferred one that another
+      // process wrote under would fail at its first write (SQLITE_BUSY) instead of waiting its turn.
+      const outcome = send.immediate(
         user,
         conversationId,
         request.body.id.toLowerCase(),

@@ -11,17 +11,13 @@
  *
  * - a vendor failure (5xx, a timeout) for any recipient throws: the queue's retry policy brings the
  *   event back with a growing back-off, and only the recipients not yet settled are tried;
- * - a revoked token dead-letters the event at once, with the reason (the recipients whose token was
- *   revoked), instead of retrying what can never succeed;
+ * - a revoked token dead-letters the event at once (UnrecoverableError: the worker nacks it with
+ *   `deadLetter: true`), with the reason naming the recipients whose token was revoked, instead of
+ *   retrying what can never succeed;
  * - otherwise the event is acked.
  */
-import {
-  type HopperClient,
-  HopperError,
-  isItemError,
-  type NackOptions,
-  type ReceivedMessage,
-} from "@hopper/client";
+import { type ReceivedMessage, UnrecoverableError } from "@hopper/client";
+import { wireLimits } from "@hopper/wire/limits";
 import type { MessageCreated } from "../api/messages.js";
 import type { ChatQueries } from "../db.js";
 import type { HopperInboxes } from "../hopper-inboxes.js";
@@ -54,13 +50,9 @@ async function callVendor(
 export class VendorUnavailable extends Error {}
 
 export interface PushWorkerDeps {
-  hopper: HopperClient;
-  queue: string;
   queries: ChatQueries;
   inboxes: HopperInboxes;
   vendorUrl: string;
-  /** Receipts this worker dead-lettered itself: the worker's own ack of them is expected to fail. */
-  settledByHandler: Set<string>;
 }
 
 /** Tries every unsettled recipient once; answers how many failed and who has a revoked token. */
@@ -103,11 +95,8 @@ export function pushHandler(deps: PushWorkerDeps) {
     const { failed, revoked } = await pushToRecipients(deps, event, context.signal);
     if (failed > 0) throw new VendorUnavailable(`push vendor failed for ${failed} recipient(s)`);
     if (revoked.length === 0) return;
-    const reason = `push_token_revoked:${revoked.join(",")}`;
-    // The nack that dead-letters (docs/api.md): until @hopper/client's NackOptions names it, cast.
-    const options = { deadLetter: true, reason } as unknown as NackOptions;
-    const [result] = await deps.hopper.nack(deps.queue, [message.receipt], options);
-    if (result !== undefined && isItemError(result)) throw HopperError.fromItem(result.error, 200);
-    deps.settledByHandler.add(message.receipt);
+    // The worker nacks with deadLetter: the event goes to push.dlq now, with this reason, unretried.
+    const reason = `push_token_revoked:${revoked.join(",")}`.slice(0, wireLimits.deadLetterReasonLengthMax);
+    throw new UnrecoverableError(`push token revoked for ${revoked.join(", ")}`, { reason });
   };
 }
