@@ -31,6 +31,7 @@ const state = {
 };
 const receiptsToSend = { delivered: new Set(), read: new Set() };
 let flushing = false;
+let receiptsFlushing = false;
 let lastTypingSentAt = 0;
 let typingIdleTimer;
 let refreshTimer;
@@ -168,7 +169,18 @@ function markRead(conversation) {
   void flushReceipts();
 }
 
+/** Posts the receipts not yet stored, one call at a time (a second flush meanwhile waits for the next). */
 async function flushReceipts() {
+  if (receiptsFlushing) return;
+  receiptsFlushing = true;
+  try {
+    await postReceipts();
+  } finally {
+    receiptsFlushing = false;
+  }
+}
+
+async function postReceipts() {
   for (const receiptState of ["delivered", "read"]) {
     const ids = [...receiptsToSend[receiptState]].slice(0, 100);
     if (ids.length === 0) continue;

@@ -45,7 +45,7 @@ function recordFrames(page: Page): Frame[] {
 function watchErrors(page: Page, name: string): void {
   page.on("pageerror", (error) => console.log(`# ${name} page error: ${error}`));
   page.on("console", (message) => {
-    if (message.type() === "error") console.log(`# ${name} console: ${message.text()}`);
+    if (message.type() === "error") console.log(`# ${name} console: ${message.text().slice(0, 160)}`);
   });
 }
 
@@ -232,5 +232,49 @@ describe("the chat page in Chromium", { skip }, () => {
     await eventually("the waiting count to clear", async () =>
       (await alicePage.textContent("#status"))?.includes("waiting") ? undefined : true,
     );
+  });
+  test("one user with two tabs gets every message in both", async () => {
+    // A second tab of Bob's: the same session (localStorage), a device of its own (sessionStorage).
+    const secondTab = await openPage(bob, `${apiRelay.url}/`);
+    watchErrors(secondTab, "bob (second tab)");
+    await secondTab.click(".conversation");
+    const text = "for both of Bob's tabs";
+    await alicePage.fill("#composer-text", text);
+    await alicePage.click("#send");
+    for (const page of [bobPage, secondTab]) {
+      await page.waitForSelector(`#messages .message:has-text("${text}")`, { timeout: pageWaitMs });
+      assert.equal((await shownTexts(page)).filter((shown) => shown === text).length, 1);
+    }
+    const devices = await stack.inboxes.recipient("bob");
+    assert.ok(devices.devices.length >= 2, "each tab reads with its own cursor");
+    await screenshot(secondTab, "6-bob-second-tab");
+    await secondTab.close();
+  });
+
+  test("the ops strip shows the figures, refreshed, without Hopper's API key", async () => {
+    const ops = await alice.newPage();
+    watchErrors(ops, "ops");
+    await ops.goto(`${stack.apiUrl}/ops`);
+    await ops.waitForSelector("body[data-loaded='true']", { timeout: pageWaitMs });
+    const first = await ops.textContent("#updated");
+    await ops.waitForFunction((before) => document.getElementById("updated")?.textContent !== before, first, {
+      timeout: pageWaitMs,
+    });
+    const users = (await ops.textContent("#users")) ?? "";
+    assert.match(users, /alice/);
+    assert.match(users, /bob/);
+    for (const queue of [
+      "realtime",
+      "push",
+      "integrations",
+      "realtime.dlq",
+      "push.dlq",
+      "integrations.dlq",
+    ]) {
+      assert.ok(((await ops.textContent("#queues")) ?? "").includes(queue), queue);
+    }
+    assert.ok(!(await ops.content()).includes(stack.env.HOPPER_API_KEY as string), "no API key in the page");
+    await screenshot(ops, "7-ops-strip");
+    await ops.close();
   });
 });
