@@ -90,6 +90,7 @@ async function screenshot(page: Page, name: string): Promise<void> {
 }
 
 describe("the chat page in Chromium", { skip }, () => {
+  // Over 80 lines: the scenarios share one stack of processes (and a browser), started once.
   let stack: ChatStack;
   let browser: Browser;
   let alice: BrowserContext;

@@ -19,6 +19,7 @@ import { ChatStack, eventually } from "./testing/stack.js";
 const members = ["alice", "bob", "carol"];
 
 describe("crashes of the application's processes", () => {
+  // Over 80 lines: the scenarios share one stack of processes (and a browser), started once.
   let stack: ChatStack;
   let alice: string;
   let conversation: string;

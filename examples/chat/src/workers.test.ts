@@ -25,6 +25,7 @@ async function deliveries(url: string): Promise<Delivery[]> {
 }
 
 describe("the push and integrations workers against failing stand-ins", () => {
+  // Over 80 lines: the scenarios share one stack of processes (and a browser), started once.
   let stack: ChatStack;
   let alice: string;
   let group: string;

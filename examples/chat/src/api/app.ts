@@ -13,7 +13,7 @@ import { type ChatQueries, chatQueries } from "../db.js";
 import { HopperInboxes } from "../hopper-inboxes.js";
 import { ChatAuth, userNamePattern } from "./auth.js";
 import { messageRoutes } from "./messages.js";
-import { readOps } from "./ops.js";
+import { type OpsDeps, readOps } from "./ops.js";
 import { staticRoutes } from "./static-files.js";
 
 export interface ChatApiOptions {
@@ -82,23 +82,8 @@ function conversationRoutes(
   );
 }
 
-export async function buildChatApi(options: ChatApiOptions): Promise<FastifyInstance> {
-  const { env, db } = options;
-  const now = options.now ?? (() => new Date());
-  const queries = chatQueries(db);
-  const auth = new ChatAuth(queries, env.jwtSecret, now);
-  const hopperAccess = { url: env.hopperUrl, apiKey: env.hopperApiKey };
-  const hopper = new HopperClient(hopperAccess);
-  const inboxes = new HopperInboxes(hopperAccess, names.inbox);
-  const app = Fastify({ logger: false });
-  app.addHook("onClose", async () => hopper.close());
-  app.setErrorHandler((error: { statusCode?: number; code?: string; message: string }, _request, reply) => {
-    const status = error.statusCode ?? 500;
-    if (status >= 500) console.error("chat api:", error);
-    const code = status >= 500 ? "internal" : (error.code ?? "invalid_request");
-    return reply.code(status).send({ error: { code, message: error.message } });
-  });
-
+/** Sign-in, a new device token, and the inbox position a device's first load starts from. */
+function sessionRoutes(app: FastifyInstance, env: ChatEnv, auth: ChatAuth, inboxes: HopperInboxes): void {
   app.post<{ Body: { name: string } }>(
     "/api/signin",
     {
@@ -129,6 +114,11 @@ export async function buildChatApi(options: ChatApiOptions): Promise<FastifyInst
     const { head, epoch } = await inboxes.recipient(user);
     return { head, epoch };
   });
+}
+
+/** Search and the ops strip's figures. */
+function lookupRoutes(app: FastifyInstance, ops: OpsDeps, auth: ChatAuth): void {
+  const { queries } = ops;
   app.get<{ Querystring: { q: string } }>(
     "/api/search",
     {
@@ -153,15 +143,33 @@ export async function buildChatApi(options: ChatApiOptions): Promise<FastifyInst
   app.get("/api/ops", async (request, reply) => {
     const user = auth.userOf(request, reply);
     if (user === undefined) return reply;
-    return readOps({
-      hopper,
-      hopperUrl: env.hopperUrl,
-      hopperApiKey: env.hopperApiKey,
-      inboxes,
-      db,
-      queries,
-    });
+    return readOps(ops);
   });
+}
+
+export async function buildChatApi(options: ChatApiOptions): Promise<FastifyInstance> {
+  const { env, db } = options;
+  const now = options.now ?? (() => new Date());
+  const queries = chatQueries(db);
+  const auth = new ChatAuth(queries, env.jwtSecret, now);
+  const hopperAccess = { url: env.hopperUrl, apiKey: env.hopperApiKey };
+  const hopper = new HopperClient(hopperAccess);
+  const inboxes = new HopperInboxes(hopperAccess, names.inbox);
+  const app = Fastify({ logger: false });
+  app.addHook("onClose", async () => hopper.close());
+  app.setErrorHandler((error: { statusCode?: number; code?: string; message: string }, _request, reply) => {
+    const status = error.statusCode ?? 500;
+    if (status >= 500) console.error("chat api:", error);
+    const code = status >= 500 ? "internal" : (error.code ?? "invalid_request");
+    return reply.code(status).send({ error: { code, message: error.message } });
+  });
+
+  sessionRoutes(app, env, auth, inboxes);
+  lookupRoutes(
+    app,
+    { hopper, hopperUrl: env.hopperUrl, hopperApiKey: env.hopperApiKey, inboxes, db, queries },
+    auth,
+  );
   conversationRoutes(app, db, queries, auth);
   messageRoutes(app, { env, db, queries, auth, inboxes, now });
   staticRoutes(app);

@@ -89,13 +89,21 @@ function historyOf(queries: ChatQueries, conversationId: string, after: number, 
   }));
 }
 
-export function messageRoutes(app: FastifyInstance, deps: MessageRoutesDeps): void {
-  const { env, db, queries, auth, inboxes, now } = deps;
-  const send = sendTransaction(db, queries);
-  const memberOf = (conversationId: string, user: string) =>
-    queries.isMember.get(conversationId, user) !== undefined;
-  const notMember = { error: { code: "not_found", message: "No such conversation." } };
+const notMember = { error: { code: "not_found", message: "No such conversation." } };
 
+function isMember(queries: ChatQueries, conversationId: string, user: string): boolean {
+  return queries.isMember.get(conversationId, user) !== undefined;
+}
+
+export function messageRoutes(app: FastifyInstance, deps: MessageRoutesDeps): void {
+  sendRoute(app, deps);
+  historyRoute(app, deps);
+  receiptRoute(app, deps);
+}
+
+function sendRoute(app: FastifyInstance, deps: MessageRoutesDeps): void {
+  const { env, db, queries, auth, now } = deps;
+  const send = sendTransaction(db, queries);
   app.post<{ Params: { id: string }; Body: { id: string; text: string } }>(
     "/api/conversations/:id/messages",
     {
@@ -115,7 +123,7 @@ export function messageRoutes(app: FastifyInstance, deps: MessageRoutesDeps): vo
       const user = auth.userOf(request, reply);
       if (user === undefined) return reply;
       const conversationId = request.params.id;
-      if (!memberOf(conversationId, user)) return reply.code(404).send(notMember);
+      if (!isMember(queries, conversationId, user)) return reply.code(404).send(notMember);
       // IMMEDIATE: the transaction reads before it writes, and in WAL mode a deferred one that another
       // process wrote under would fail at its first write (SQLITE_BUSY) instead of waiting its turn.
       const outcome = send.immediate(
@@ -135,7 +143,10 @@ export function messageRoutes(app: FastifyInstance, deps: MessageRoutesDeps): vo
       return reply.code(outcome.duplicate ? 200 : 201).send(outcome);
     },
   );
+}
 
+function historyRoute(app: FastifyInstance, deps: MessageRoutesDeps): void {
+  const { queries, auth } = deps;
   app.get<{ Params: { id: string }; Querystring: { after?: number; limit?: number } }>(
     "/api/conversations/:id/messages",
     {
@@ -154,12 +165,15 @@ export function messageRoutes(app: FastifyInstance, deps: MessageRoutesDeps): vo
       const user = auth.userOf(request, reply);
       if (user === undefined) return reply;
       const conversationId = request.params.id;
-      if (!memberOf(conversationId, user)) return reply.code(404).send(notMember);
+      if (!isMember(queries, conversationId, user)) return reply.code(404).send(notMember);
       const { after = 0, limit = limits.historyPageMax } = request.query;
       return { messages: historyOf(queries, conversationId, after, limit) };
     },
   );
+}
 
+function receiptRoute(app: FastifyInstance, deps: MessageRoutesDeps): void {
+  const { queries, auth, inboxes, now } = deps;
   app.post<{ Body: { state: ReceiptState; messageIds: string[] } }>(
     "/api/receipts",
     {
@@ -187,7 +201,11 @@ export function messageRoutes(app: FastifyInstance, deps: MessageRoutesDeps): vo
       let recorded = 0;
       for (const messageId of messageIds) {
         const message = queries.message.get(messageId.toLowerCase());
-        if (message === undefined || message.sender === user || !memberOf(message.conversationId, user))
+        if (
+          message === undefined ||
+          message.sender === user ||
+          !isMember(queries, message.conversationId, user)
+        )
           continue;
         queries.insertReceipt.run(message.id, user, state, now().toISOString());
         // Appended every time, not only when the row is new: an earlier append may have failed after
