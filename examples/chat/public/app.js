@@ -313,6 +313,8 @@ async function connectHopper(position) {
   const previous = state.hopper;
   state.typingSubscription = undefined;
   state.hopper = new HopperClient({ url: body.hopperUrl, token: body.token });
+  // A dropped signal connection is replaced by the client; the page only says it is offline meanwhile.
+  state.hopper.signals.configure({ onError: () => setConnection("offline") });
   await previous?.close();
   const cursorStore = localStorageCursor(`chat.cursor.${state.user}.${state.device}`);
   state.inbox = await state.hopper.inboxes.subscribe({

@@ -252,6 +252,34 @@ describe("the chat page in Chromium", { skip }, () => {
     await secondTab.close();
   });
 
+  test("a gap (Bob's entries trimmed while he was away) reloads history, once each, in order", async () => {
+    // Two entries per recipient at most, so four messages overflow Bob's log while he is cut off.
+    await stack.inboxes.put({ maxDepth: 2 });
+    apiRelay.cut();
+    hopperRelay.cut();
+    const socketsBefore = new Set(bobFrames.map((frame) => frame.socket)).size;
+    const texts = ["gap one", "gap two", "gap three", "gap four"];
+    for (const text of texts) {
+      await alicePage.fill("#composer-text", text);
+      await alicePage.click("#send");
+    }
+    for (const text of texts) await waitForTick(alicePage, text, "sent");
+    apiRelay.restore();
+    hopperRelay.restore();
+    await bobPage.waitForSelector(`#messages .message:has-text("${texts[3]}")`, { timeout: pageWaitMs });
+    await eventually("the first of them from history", async () =>
+      (await shownTexts(bobPage)).includes(texts[0] as string) ? true : undefined,
+    );
+    const gaps = bobFrames.filter(
+      (frame) => frame.socket >= socketsBefore && frame.payload.op === "inbox.gap",
+    );
+    assert.ok(gaps.length >= 1, "the reconnected subscription said inbox.gap");
+    const shown = (await shownTexts(bobPage)).filter((text) => texts.includes(text));
+    assert.deepEqual(shown, texts, "each once, in order");
+    await stack.inboxes.put({ maxDepth: 10_000 });
+    await screenshot(bobPage, "7-bob-after-gap");
+  });
+
   test("the ops strip shows the figures, refreshed, without Hopper's API key", async () => {
     const ops = await alice.newPage();
     watchErrors(ops, "ops");
@@ -275,7 +303,7 @@ describe("the chat page in Chromium", { skip }, () => {
       assert.ok(((await ops.textContent("#queues")) ?? "").includes(queue), queue);
     }
     assert.ok(!(await ops.content()).includes(stack.env.HOPPER_API_KEY as string), "no API key in the page");
-    await screenshot(ops, "7-ops-strip");
+    await screenshot(ops, "8-ops-strip");
     await ops.close();
   });
 });
