@@ -9,33 +9,64 @@
  *   dedupId, and the queues answer `duplicate`;
  * - the realtime worker, between its inbox append and its ack: the event is delivered again, and the
  *   append is answered `duplicate`.
+ *
+ * Bob's page is open in Chromium throughout (when there is one), and at the end shows every message
+ * once, in order.
  */
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
+import { type Browser, chromium, type Page } from "playwright-core";
 import { entryIds } from "./config.js";
 import { ChatStack, eventually } from "./testing/stack.js";
 
 const members = ["alice", "bob", "carol"];
+const chromiumPath = "/usr/bin/chromium";
+const noBrowser = existsSync(chromiumPath) ? false : `no Chromium at ${chromiumPath}`;
+if (noBrowser) console.log(`# examples/chat crash.test: the on-screen check is skipped: ${noBrowser}`);
+/** A page load or a delivery takes well under a second; this is for a loaded machine. */
+const pageWaitMs = 30_000;
 
 describe("crashes of the application's processes", () => {
   // Over 80 lines: the scenarios share one stack of processes (and a browser), started once.
   let stack: ChatStack;
   let alice: string;
   let conversation: string;
+  let browser: Browser | undefined;
+  let bobPage: Page | undefined;
+  const texts: string[] = [];
 
   before(async () => {
     stack = await ChatStack.start({ roles: ["api", "relay", "realtime"] });
     alice = await stack.signIn("alice");
+    await stack.signIn("bob");
     conversation = await stack.conversation(alice, ["bob", "carol"]);
+    if (noBrowser) return;
+    browser = await chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] });
+    bobPage = await browser.newPage();
+    await bobPage.goto(`${stack.apiUrl}/`);
+    await bobPage.fill("#signin-name", "bob");
+    await bobPage.click("#signin-button");
+    await bobPage.click(".conversation", { timeout: pageWaitMs });
   });
   after(async () => {
+    await browser?.close();
     await stack?.stop();
   });
 
-  /** Waits until every member's inbox holds each message, then checks that it holds it once. */
+  /** Sends through the API as the page would, and remembers the text for the on-screen check. */
+  function send(text: string, id?: string) {
+    if (!texts.includes(text)) texts.push(text);
+    return stack.send(alice, conversation, text, id);
+  }
+
+  /**
+   * Waits until every member's inbox holds each message, then checks that it holds it once. Bob's
+   * page acks what it reads, which trims his log, so with a page he is checked on screen instead.
+   */
   async function reachesEveryMemberOnce(messageIds: string[]): Promise<void> {
-    for (const member of members) {
+    for (const member of members.filter((name) => bobPage === undefined || name !== "bob")) {
       const ids = await eventually(`${member}'s inbox to hold ${messageIds.length} messages`, async () => {
         const held = await stack.inboxIds(member);
         return messageIds.every((id) => held.includes(entryIds.message(id))) ? held : undefined;
@@ -58,7 +89,7 @@ describe("crashes of the application's processes", () => {
     await stack.process("relay").stop();
     const api = await stack.start("api", { CHAT_PAUSE_AT: "api-after-commit" });
     const id = randomUUID();
-    const attempt = stack.send(alice, conversation, "committed, then the API died", id).then(
+    const attempt = send("committed, then the API died", id).then(
       () => "answered",
       () => "no answer",
     );
@@ -72,10 +103,10 @@ describe("crashes of the application's processes", () => {
 
     await stack.start("api");
     await stack.start("relay");
-    const resent = await stack.send(alice, conversation, "committed, then the API died", id);
+    const resent = await send("committed, then the API died", id);
     assert.equal(resent.status, 200);
     assert.equal(resent.body.duplicate, true, "the resend finds the stored message");
-    const next = await stack.send(alice, conversation, "after the API came back");
+    const next = await send("after the API came back");
     assert.equal(next.body.message.seq, resent.body.message.seq + 1, "the sequence goes on");
     await reachesEveryMemberOnce([id, next.body.message.id]);
   });
@@ -83,7 +114,7 @@ describe("crashes of the application's processes", () => {
   test("kill -9 of the relay between Hopper's confirm and its mark", async () => {
     const publishedBefore = (await queueStats("realtime")).published;
     const relay = await stack.start("relay", { CHAT_PAUSE_AT: "relay-after-confirm" });
-    const sent = await stack.send(alice, conversation, "confirmed, then the relay died");
+    const sent = await send("confirmed, then the relay died");
     await relay.waitFor(/^paused relay-after-confirm/m);
     await relay.kill9();
     const unmarked = stack.query<{ n: number }>(
@@ -109,7 +140,7 @@ describe("crashes of the application's processes", () => {
   test("kill -9 of the realtime worker between its inbox append and its ack", async () => {
     const before = await stack.inboxes.get();
     const worker = await stack.start("realtime", { CHAT_PAUSE_AT: "realtime-after-append" });
-    const sent = await stack.send(alice, conversation, "appended, then the worker died");
+    const sent = await send("appended, then the worker died");
     await worker.waitFor(/^paused realtime-after-append/m);
     await worker.kill9();
     // The entries are there before the ack that never came.
@@ -129,5 +160,15 @@ describe("crashes of the application's processes", () => {
       "the second append was a duplicate for every member",
     );
     await reachesEveryMemberOnce([sent.body.message.id]);
+  });
+
+  test("Bob's page, open throughout, shows every message once, in order", { skip: noBrowser }, async () => {
+    const page = bobPage as Page;
+    const last = texts.at(-1) as string;
+    await page.waitForSelector(`#messages .message:has-text("${last}")`, { timeout: pageWaitMs });
+    const shown = await page.$$eval("#messages .message .text", (items) =>
+      items.map((item) => item.textContent),
+    );
+    assert.deepEqual(shown, texts);
   });
 });
