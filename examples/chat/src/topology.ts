@@ -13,10 +13,13 @@ import type { HopperInboxes } from "./hopper-inboxes.js";
  */
 const dedupWindowMs = 10 * 60_000;
 
-/** Each queue's policy, chosen for what its worker calls. */
+/**
+ * Each queue's policy, chosen for what its worker calls. The workers consume in push mode, where the
+ * server leases each delivery while the worker holds it; `visibilityTimeoutMs` is the lease of a pull
+ * consumer (an operator's `hopper receive`, a worker switched to pull mode).
+ */
 export const queuePolicies: Record<WorkerName, QueueAttributes> = {
-  // Inbox appends are fast and idempotent: retry soon, and a lease short enough that a crashed
-  // worker's message comes back within seconds.
+  // Inbox appends are fast and idempotent: retry soon.
   realtime: {
     visibilityTimeoutMs: 5_000,
     retry: { initialDelayMs: 100, multiplier: 2, maxDelayMs: 5_000, jitter: "full" },
