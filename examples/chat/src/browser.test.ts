@@ -85,6 +85,20 @@ async function waitForTick(page: Page, text: string, state: string): Promise<voi
   });
 }
 
+/** The push vendor's accepted pushes, by idempotency key (`<message id>:<user>`). */
+async function pushedKeys(stack: ChatStack): Promise<string[]> {
+  const response = await fetch(`${stack.process("vendor").url}/deliveries`);
+  return ((await response.json()) as { deliveries: { id: string }[] }).deliveries.map(
+    (delivery) => delivery.id,
+  );
+}
+
+function messageIdOf(stack: ChatStack, text: string): string {
+  const [row] = stack.query<{ id: string }>("SELECT id FROM messages WHERE text = ?", text);
+  if (row === undefined) throw new Error(`no message "${text}"`);
+  return row.id;
+}
+
 async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: `${artifactsDir}${name}.png` });
 }
@@ -164,6 +178,13 @@ describe("the chat page in Chromium", { skip }, () => {
     assert.notEqual(liveAt, -1, "the reconnected subscription went live");
     assert.deepEqual(entryIds, texts, "the three, in order, replayed before inbox.live");
 
+    // Bob had no device connected when they were committed: the push worker notified him of each.
+    const keys = texts.map((text) => `${messageIdOf(stack, text)}:bob`);
+    await eventually("a push to Bob for each", async () => {
+      const pushed = await pushedKeys(stack);
+      return keys.every((key) => pushed.includes(key)) ? true : undefined;
+    });
+
     // Opening the conversation shows each once, in order, and reads them.
     await bobPage.click(".conversation");
     await bobPage.waitForSelector(`#messages .message:has-text("${texts[2]}")`, { timeout: pageWaitMs });
@@ -209,6 +230,17 @@ describe("the chat page in Chromium", { skip }, () => {
     assert.equal(count(await shownTexts(bobPage)), 1, "once on Bob's page");
     const stored = stack.query<{ n: number }>("SELECT count(*) AS n FROM messages WHERE text = ?", text);
     assert.equal(stored[0]?.n, 1, "one row in the chat database");
+    // Bob was connected: once the push worker has settled every event, none of them pushed this to him.
+    const [committed] = stack.query<{ n: number }>("SELECT count(*) AS n FROM messages");
+    await eventually("the push worker to settle every event", async () => {
+      const { stats } = await stack.hopperClient.getQueue("push");
+      const open = stats.available + stats.delayed + stats.inFlight;
+      return open === 0 && stats.acked + stats.deadLettered === committed?.n ? true : undefined;
+    });
+    assert.ok(
+      !(await pushedKeys(stack)).includes(`${messageIdOf(stack, text)}:bob`),
+      "no push to a connected device",
+    );
     await screenshot(alicePage, "4-alice-lost-answer");
   });
 
