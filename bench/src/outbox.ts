@@ -191,7 +191,8 @@ async function runPhases(
   }
 }
 
-export async function runOutboxBench(argv: string[]): Promise<number> {
+/** The flags, checked; undefined (after saying why) when one is wrong. */
+function parseOutboxOptions(argv: string[]): OutboxBenchOptions | undefined {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -207,7 +208,7 @@ export async function runOutboxBench(argv: string[]): Promise<number> {
   });
   if (!["poll", "wal", "all"].includes(values.mode)) {
     console.error("outbox bench: --mode is poll, wal or all");
-    return 2;
+    return undefined;
   }
   const options: OutboxBenchOptions = {
     rows: Number(values.rows),
@@ -221,42 +222,76 @@ export async function runOutboxBench(argv: string[]): Promise<number> {
   for (const [name, value] of Object.entries(options)) {
     if (typeof value === "number" && !(Number.isInteger(value) && value > 0)) {
       console.error(`outbox bench: --${name} must be a positive integer`);
-      return 2;
+      return undefined;
     }
   }
+  return options;
+}
+
+interface AppSpec {
+  open: () => Promise<AppDatabase>;
+  mode: RelayMode;
+  schema?: string;
+}
+
+/** The phases to run, in order, and the private cluster started for them (stopped by the caller). */
+async function benchApps(
+  options: OutboxBenchOptions,
+  dir: string,
+): Promise<{ apps: AppSpec[]; cluster: { stop(): Promise<void> } | undefined }> {
+  const apps: AppSpec[] = [];
+  if (options.modes.includes("poll")) apps.push({ open: () => sqliteApp(dir), mode: "poll" });
+  const schema = `hopper_bench_outbox_${process.pid}`;
+  const pgUrl = options.pgUrl;
+  if (pgUrl === undefined) return { apps, cluster: undefined };
+  if (options.modes.includes("poll")) {
+    apps.push({ open: () => postgresApp(pgUrl, schema, "PostgreSQL", "poll"), mode: "poll", schema });
+  }
+  const privatePostgres = (await import(privatePostgresUrl.href)) as PrivatePostgresModule;
+  const reason = privatePostgres.privatePostgresSkipReason();
+  if (reason) {
+    console.error(`[bench] outbox: no wal_level=logical cluster: ${reason}`);
+    return { apps, cluster: undefined };
+  }
+  const cluster = await privatePostgres.startPrivatePostgres({ durable: true });
+  for (const mode of options.modes) {
+    const label = "PostgreSQL, private cluster (wal_level=logical)";
+    const modeSchema = `${schema}_${mode}`;
+    apps.push({ open: () => postgresApp(cluster.url, modeSchema, label, mode), mode, schema: modeSchema });
+  }
+  return { apps, cluster };
+}
+
+function printResults(options: OutboxBenchOptions, results: PhaseResult[]): void {
+  console.log(
+    `\noutbox: ${options.rows} rows over ${options.keys} keys, ${options.rowsPerCommit} per commit; latency at ${options.rate} rows/s, one per commit (Hopper on SQLite, fsync)\n`,
+  );
+  console.log(
+    "| application database | mode | rows committed/s | relay drain rows/s | commit→publish p50 (ms) | p99 (ms) |",
+  );
+  console.log("|---|---|---|---|---|---|");
+  for (const result of results) {
+    const mode = result.mode === "wal" ? "WAL" : "polling";
+    console.log(
+      `| ${result.database} | ${mode} | ${result.commitsPerSecond.toFixed(0)} | ${result.rowsPerSecond.toFixed(0)} | ${result.latencyP50Ms} | ${result.latencyP99Ms} |`,
+    );
+  }
+}
+
+export async function runOutboxBench(argv: string[]): Promise<number> {
+  const options = parseOutboxOptions(argv);
+  if (options === undefined) return 2;
   const server = await startBenchServer({ store: { kind: "sqlite", durability: "fsync" } });
   const hopper = new HopperClient({ url: server.url });
   const { mkdtempSync, rmSync } = await import("node:fs");
   const { tmpdir } = await import("node:os");
   const dir = mkdtempSync(`${tmpdir()}/hopper-bench-outbox-`);
   const results: PhaseResult[] = [];
-  let cluster: { url: string; stop(): Promise<void> } | undefined;
+  let cluster: { stop(): Promise<void> } | undefined;
   try {
-    const apps: { open: () => Promise<AppDatabase>; mode: RelayMode; schema?: string }[] = [];
-    if (options.modes.includes("poll")) apps.push({ open: () => sqliteApp(dir), mode: "poll" });
-    const schema = `hopper_bench_outbox_${process.pid}`;
-    const pgUrl = options.pgUrl;
-    if (pgUrl !== undefined && options.modes.includes("poll")) {
-      apps.push({ open: () => postgresApp(pgUrl, schema, "PostgreSQL", "poll"), mode: "poll", schema });
-    }
-    if (pgUrl !== undefined) {
-      const privatePostgres = (await import(privatePostgresUrl.href)) as PrivatePostgresModule;
-      const reason = privatePostgres.privatePostgresSkipReason();
-      if (reason) console.error(`[bench] outbox: no wal_level=logical cluster: ${reason}`);
-      else {
-        cluster = await privatePostgres.startPrivatePostgres({ durable: true });
-        const url = cluster.url;
-        for (const mode of options.modes) {
-          const label = "PostgreSQL, private cluster (wal_level=logical)";
-          apps.push({
-            open: () => postgresApp(url, `${schema}_${mode}`, label, mode),
-            mode,
-            schema: `${schema}_${mode}`,
-          });
-        }
-      }
-    }
-    for (const [index, spec] of apps.entries()) {
+    const planned = await benchApps(options, dir);
+    cluster = planned.cluster;
+    for (const [index, spec] of planned.apps.entries()) {
       const queue = `outbox-bench-${index}`;
       await hopper.putQueue(queue);
       const app = await spec.open();
@@ -276,18 +311,6 @@ export async function runOutboxBench(argv: string[]): Promise<number> {
     await cluster?.stop();
     rmSync(dir, { recursive: true, force: true });
   }
-  console.log(
-    `\noutbox: ${options.rows} rows over ${options.keys} keys, ${options.rowsPerCommit} per commit; latency at ${options.rate} rows/s, one per commit (Hopper on SQLite, fsync)\n`,
-  );
-  console.log(
-    "| application database | mode | rows committed/s | relay drain rows/s | commit→publish p50 (ms) | p99 (ms) |",
-  );
-  console.log("|---|---|---|---|---|---|");
-  for (const result of results) {
-    const mode = result.mode === "wal" ? "WAL" : "polling";
-    console.log(
-      `| ${result.database} | ${mode} | ${result.commitsPerSecond.toFixed(0)} | ${result.rowsPerSecond.toFixed(0)} | ${result.latencyP50Ms} | ${result.latencyP99Ms} |`,
-    );
-  }
+  printResults(options, results);
   return 0;
 }
