@@ -14,6 +14,7 @@ import { type Frame, TestSocket } from "../../testing/ws-test-client.js";
 type Pushed = { partition: number; offset: number; body: unknown; receipt?: string };
 
 describe("stream consumers over the websocket", () => {
+  // Over 80 lines: one describe block of short tests sharing setup.
   let server: RunningServer;
   const sockets: TestSocket[] = [];
   const open = async () => {
