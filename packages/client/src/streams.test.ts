@@ -11,6 +11,7 @@ import { HopperError } from "./errors.js";
 import { startTestServer, type TestServer } from "./testing/server-process.js";
 
 describe("hopper.streams against a real server", () => {
+  // Over 80 lines: one describe block of short tests sharing setup.
   let server: TestServer;
   let client: HopperClient;
   before(async () => {

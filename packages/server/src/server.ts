@@ -110,6 +110,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       ack: (ns, recipient, device, seq) => inboxes.ack(ns, recipient, device, seq),
       acked: (ns, lagMs) => inboxes.acked(ns, lagMs),
     },
+    streams,
     deviceTokens: deviceTokensOf(options),
   });
   const address = await app.listen({ host: options.host ?? "127.0.0.1", port: options.port ?? 7171 });

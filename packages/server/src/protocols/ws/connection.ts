@@ -3,11 +3,13 @@
  * deliveries and signals. It owns the push consumers and signal subscriptions made on it, and ends
  * them all when the socket closes, so every lease it held is handed back at once.
  */
+
 import type { RawData, WebSocket } from "ws";
 import type { DeviceClaims, DeviceTokens } from "../../auth/device-tokens.js";
 import { PushConsumer } from "../../broker/push-consumer.js";
 import { checkNackOptions, type ItemResult, type QueueBroker } from "../../broker/queues.js";
 import type { Signal, SignalHub } from "../../broker/signals.js";
+import type { StreamBroker } from "../../broker/streams.js";
 import type { Clock } from "../../clock.js";
 import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
@@ -28,6 +30,7 @@ import {
   type SignalPublishFrame,
 } from "./frames.js";
 import { ConnectionInboxes, type WsInboxes } from "./inbox-handler.js";
+import { ConnectionStreams } from "./stream-handler.js";
 
 /** The smallest WebSocket frame header (RFC 6455): what an empty frame costs the read budget. A fact of
  * the protocol, not a bound of Hopper's, so it stays here rather than in limits.ts. */
@@ -45,6 +48,8 @@ export interface ConnectionContext {
   log: Logger;
   /** The inbox broker's part that inbox frames use; without it they answer not_implemented. */
   inboxes?: WsInboxes | undefined;
+  /** The stream broker that stream frames use; without it they answer not_implemented. */
+  streams?: StreamBroker | undefined;
   /** Set on a connection opened with a device token (`?token=`): what the token allows, and how to
    * verify the tokens that refresh it. Without it the connection is a service's. */
   device?: { claims: DeviceClaims; tokens: DeviceTokens } | undefined;
@@ -58,6 +63,7 @@ export class WsConnection {
   private readonly consumers = new Map<string, PushConsumer>();
   private readonly subscriptions = new Map<string, () => void>();
   private readonly inboxes: ConnectionInboxes;
+  private readonly streams: ConnectionStreams;
   /** What a device token allows; undefined on a service's connection. */
   private readonly deviceAccess: DeviceAccess | undefined;
   private resolveClosed!: () => void;
@@ -99,6 +105,12 @@ export class WsConnection {
       sendPaused: () => this.sendPaused,
       onWarning: (error, sub) => this.context.log.warn({ err: error, sub }, "inbox subscription"),
     });
+    this.streams = new ConnectionStreams({
+      streams: context.streams,
+      nextSub: () => String(this.nextSub++),
+      sendText: (text) => this.sendText(text),
+      onWarning: (error, sub) => this.context.log.warn({ err: error, sub }, "stream consumer"),
+    });
     const { device } = context;
     this.deviceAccess =
       device &&
@@ -128,7 +140,11 @@ export class WsConnection {
     this.subscriptions.clear();
     const consumers = [...this.consumers.values()];
     this.consumers.clear();
-    await Promise.all([...consumers.map((consumer) => consumer.cancel()), this.inboxes.close()]);
+    await Promise.all([
+      ...consumers.map((consumer) => consumer.cancel()),
+      this.inboxes.close(),
+      this.streams.close(),
+    ]);
     this.resolveClosed();
     return this.closed;
   }
@@ -228,6 +244,17 @@ export class WsConnection {
         return this.inboxes.ack(frame);
       case "inbox.unsubscribe":
         return this.inboxes.unsubscribe(frame);
+      case "stream.consume":
+        return this.streams.consume(frame);
+      case "stream.commit":
+        return this.streams.commit(frame);
+      case "stream.cancel":
+        return this.streams.cancel(frame);
+      case "share.consume":
+        return this.streams.consumeShare(frame);
+      case "share.ack":
+      case "share.nack":
+        return this.streams.settle(frame);
       case "auth.refresh":
         if (!this.deviceAccess) {
           throw new HopperError(

@@ -5,12 +5,14 @@
  * upgrade with `?token=` is a device's: the app's API-key hook leaves it alone (auth/device-tokens.ts isDeviceUpgrade), and
  * it is authenticated here by its JWT alone, from any address.
  */
+
 import websocket from "@fastify/websocket";
 import type { FastifyInstance } from "fastify";
 import type { WebSocket } from "ws";
 import { type DeviceClaims, type DeviceTokens, deviceTokenOf } from "../../auth/device-tokens.js";
 import type { QueueBroker } from "../../broker/queues.js";
 import { SignalHub } from "../../broker/signals.js";
+import type { StreamBroker } from "../../broker/streams.js";
 import type { Clock } from "../../clock.js";
 import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
@@ -24,6 +26,8 @@ export interface WebSocketEndpointOptions {
   signals?: SignalHub;
   /** Inbox subscriptions over the socket (broker/inbox-subscription.ts); without it they are refused. */
   inboxes?: WsInboxes;
+  /** Stream and share-group consumers over the socket; without it they are refused. */
+  streams?: StreamBroker;
   /** Verifies device tokens (`--jwt-secret`, `--jwt-jwks`); without it `?token=` upgrades are refused. */
   deviceTokens?: DeviceTokens;
 }
@@ -68,6 +72,7 @@ export async function registerWebSocketEndpoint(
         clock: options.clock,
         log: app.log,
         inboxes: options.inboxes,
+        streams: options.streams,
         device: claims && options.deviceTokens && { claims, tokens: options.deviceTokens },
       });
       connections.set(connection, socket);

@@ -10,6 +10,7 @@ import { HopperError } from "../../errors.js";
 import { limits } from "../../limits.js";
 import { describeErrors } from "../wire/validation-errors.js";
 import { type InboxClientFrame, inboxFrameSchemas } from "./inbox-frames.js";
+import { type StreamClientFrame, streamFrameSchemas } from "./stream-frames.js";
 
 const strict = { additionalProperties: false } as const;
 
@@ -60,6 +61,7 @@ const frameSchemas = {
     strict,
   ),
   ...inboxFrameSchemas,
+  ...streamFrameSchemas,
 } as const;
 
 export type ConsumeFrame = Static<(typeof frameSchemas)["consume"]>;
@@ -87,7 +89,8 @@ export type ClientFrame =
   | SignalSubscribeFrame
   | SignalUnsubscribeFrame
   | SignalPublishFrame
-  | InboxClientFrame;
+  | InboxClientFrame
+  | StreamClientFrame;
 export type Ref = Static<typeof Ref>;
 
 type Op = keyof typeof frameSchemas;
@@ -97,7 +100,16 @@ const validators = Object.fromEntries(
 const refValidator = Compile(Ref);
 
 /** Fields that hold a name: a bad one is invalid_name, as in a path. */
-const namedPaths = new Set(["/queue", "/channel", "/ns", "/device", "/recipient"]);
+const namedPaths = new Set([
+  "/queue",
+  "/channel",
+  "/ns",
+  "/device",
+  "/recipient",
+  "/stream",
+  "/group",
+  "/member",
+]);
 
 export type ParsedFrame = { frame: ClientFrame } | { error: HopperError; ref?: Ref };
 
