@@ -85,6 +85,9 @@ async function main(): Promise<number> {
     return (await import("./outbox.js")).runOutboxBench(process.argv.slice(3));
   // The inbox bench drives per-recipient logs, not queues: its own targets, phases and flags (inbox.ts).
   if (process.argv[2] === "inbox") return (await import("./inbox.js")).runInboxBench(process.argv.slice(3));
+  // The standalone peer scripts run in processes of their own (standalone.ts).
+  if (process.argv[2] === "standalone")
+    return (await import("./standalone.js")).runStandalone(process.argv.slice(3));
   let options: BenchOptions;
   try {
     options = parseBenchOptions(process.argv.slice(2));

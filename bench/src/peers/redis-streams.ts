@@ -4,17 +4,16 @@
  * per workload (`hopper-bench:<queue>`) with one consumer group. Publish is XADD; the commands of one
  * event-loop turn share one write (ioredis auto-pipelining), as Hopper's client shares a send request.
  * Each consumer reads with XREADGROUP … COUNT min(256, free credit) BLOCK 1 s on a connection of its own
- * (a blocked read holds its connection), and acks with XACK, the ids of one turn (up to 100) in one
- * command. XACK removes an entry from the group's pending list; the stream keeps it, as Redis does
- * unless told to trim.
+ * (a blocked read holds its connection), and acks each entry with an XACK of its own (as
+ * bench/peers/standalone/redis-streams.ts does). XACK removes an entry from the group's pending list;
+ * the stream keeps it, as Redis does unless told to trim.
  *
  * What it does not do: reclaim the pending entries of a consumer that died (XAUTOCLAIM); reads with
  * `>` get only new entries, so every delivery here is a first delivery.
  */
 import { Redis } from "ioredis";
-import { TurnBatcher } from "../batcher.js";
 import { type BenchBody, readBenchBody } from "../bench-message.js";
-import { batchItemsMax, receiveWaitMs, redisReadCountMax } from "../limits.js";
+import { receiveWaitMs, redisReadCountMax } from "../limits.js";
 import { packageVersion } from "../package-version.js";
 import type { Delivery, QueueConnection, QueueTarget } from "../target.js";
 import { type PrivateRedisServer, startPrivateRedis } from "./redis-server.js";
@@ -91,7 +90,6 @@ export async function redisVersion(redis: Redis): Promise<string> {
 
 class RedisStreamConnection implements QueueConnection {
   private reader: Redis | undefined;
-  private readonly acks: TurnBatcher<string, boolean>;
 
   constructor(
     private readonly commands: Redis,
@@ -100,15 +98,7 @@ class RedisStreamConnection implements QueueConnection {
     private readonly consumerName: string,
     private readonly readers: Set<Redis>,
     private readonly throwIfFailed: () => void,
-  ) {
-    this.acks = new TurnBatcher(async (ids) => {
-      const acked = await commands.xack(key, groupName, ...ids);
-      // XACK answers only a count, so a batch with any id not pending cannot say which: fail the run.
-      if (acked !== ids.length)
-        throw new Error(`XACK acknowledged ${acked} of ${ids.length} pending entries`);
-      return ids.map(() => true);
-    }, batchItemsMax);
-  }
+  ) {}
 
   async publish(body: BenchBody): Promise<void> {
     this.throwIfFailed();
@@ -146,8 +136,9 @@ class RedisStreamConnection implements QueueConnection {
     }
   }
 
-  ackLater(receipt: string): Promise<boolean> {
-    return this.acks.add(receipt);
+  async ackLater(receipt: string): Promise<boolean> {
+    // XACK answers how many of the ids were pending: 0 means the entry was not (acked already).
+    return (await this.commands.xack(this.key, groupName, receipt)) === 1;
   }
 
   private openReader(): Redis {
