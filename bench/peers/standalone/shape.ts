@@ -104,13 +104,22 @@ function rank(samples: number[], fraction: number): number {
   return sorted[Math.max(0, Math.ceil(fraction * sorted.length) - 1)] ?? Number.NaN;
 }
 
+/** This process's CPU since `since`, in µs per message of a workload of `count`. */
+function cpuPerMessage(since: NodeJS.CpuUsage, count: number): string {
+  const { user, system } = process.cpuUsage(since);
+  return `client CPU ${Math.round((user + system) / count)} µs per message`;
+}
+
 /** Runs W1 then W2 and prints one line each, as `bench standalone` reads them. */
 export async function runBoth(name: string, peer: Peer): Promise<void> {
+  let cpu = process.cpuUsage();
   const perSecond = await w1(peer);
-  console.log(`${name} W1 ${Math.round(perSecond)} msg/s`);
+  console.log(`${name} W1 ${Math.round(perSecond)} msg/s, ${cpuPerMessage(cpu, messages)}`);
+  cpu = process.cpuUsage();
   const latency = await w2(peer);
   console.log(
     `${name} W2 p50 ${latency.p50.toFixed(2)} ms p99 ${latency.p99.toFixed(2)} ms ` +
-      `p99 after the first second ${latency.p99AfterFirstSecond.toFixed(2)} ms`,
+      `p99 after the first second ${latency.p99AfterFirstSecond.toFixed(2)} ms, ` +
+      cpuPerMessage(cpu, ratePerSecond * seconds),
   );
 }

@@ -1,8 +1,10 @@
 /**
  * Redis Streams as a benchmark target, through ioredis, on a private redis-server that fsyncs its
  * append-only file on every write (redis-server.ts), so a reply means the write is on disk. One stream
- * per workload (`hopper-bench:<queue>`) with one consumer group. Publish is XADD; the commands of one
- * event-loop turn share one write (ioredis auto-pipelining), as Hopper's client shares a send request.
+ * per workload (`hopper-bench:<queue>`) with one consumer group. Publish is XADD, written at once on
+ * a connection shared with the acks (ioredis's default; its auto-pipelining would hold every command
+ * issued while one pipeline's replies are outstanding until they all came back, a wait of one fsync
+ * that W2's p50 and p99 showed).
  * Each consumer reads with XREADGROUP … COUNT min(256, free credit) BLOCK 1 s on a connection of its own
  * (a blocked read holds its connection), and acks each entry with an XACK of its own (as
  * bench/peers/standalone/redis-streams.ts does). XACK removes an entry from the group's pending list;
@@ -27,7 +29,6 @@ export async function startRedisStreamsTarget(params: { serverPath: string }): P
   const commands = new Redis({
     host: server.host,
     port: server.port,
-    enableAutoPipelining: true,
     lazyConnect: true,
   });
   let failure: unknown;
