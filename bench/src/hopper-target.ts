@@ -8,14 +8,23 @@ import { TurnBatcher } from "./batcher.js";
 import { type BenchBody, readBenchBody } from "./bench-message.js";
 import { closeFetchConnections } from "./fetch-connections.js";
 import { batchItemsMax, metricsTimeoutMs, receiveWaitMs } from "./limits.js";
-import type { Durability } from "./options.js";
+import type { Durability, HopperClientMode } from "./options.js";
 import { packageVersion } from "./package-version.js";
 import type { PgWireCounter } from "./pg-wire-counter.js";
+import { PlainHopperClient } from "./plain-hopper-client.js";
+import { PlainConnection, startPlainPushConsumer } from "./plain-hopper-target.js";
 import { benchSchemaName, dropSchema, postgresVersion } from "./postgres.js";
 import { PushConsumer } from "./push-consumer.js";
 import { type BenchServer, type ServerStore, startBenchServer } from "./server-process.js";
 import { RequestCounter } from "./statistics.js";
-import type { Delivery, KeyedMessage, KeyedSender, QueueConnection, QueueTarget } from "./target.js";
+import type {
+  BenchConsumer,
+  Delivery,
+  KeyedMessage,
+  KeyedSender,
+  QueueConnection,
+  QueueTarget,
+} from "./target.js";
 import { WsFrameCounter } from "./ws-frame-counter.js";
 
 /** The routing key of every fan-out publish; a fanout exchange ignores it, as it ignores patterns. */
@@ -35,6 +44,8 @@ export async function startHopperTarget(params: {
   countFrames: boolean;
   /** How producers send: HTTP requests, or `send` frames over a WebSocket (the push targets). */
   publishOver: "http" | "websocket";
+  /** Hopper's own client, or the frozen plain one (plain-hopper-client.ts). */
+  client: HopperClientMode;
   log: (message: string) => void;
 }): Promise<QueueTarget> {
   // Over 80 lines: one target object whose methods share the servers and clients started before it.
@@ -115,7 +126,19 @@ export async function startHopperTarget(params: {
     return counter ? newClient(counter.url) : clientFor(index);
   };
 
-  const pushConsumers = new Set<PushConsumer>();
+  /** With the plain client: one per server, and one per frame counter for the push consumers. */
+  const plainClients: PlainHopperClient[] = [];
+  const plainFor = (index: number, counted = false): PlainHopperClient | undefined => {
+    if (params.client !== "plain") return undefined;
+    const url =
+      (counted ? frameCounters[index % servers.length]?.url : undefined) ??
+      servers[index % servers.length]?.url;
+    const client = new PlainHopperClient(url as string);
+    plainClients.push(client);
+    return client;
+  };
+
+  const pushConsumers = new Set<Pick<BenchConsumer, "stop">>();
   // Every caller of close() waits for the one close: the run's own close and Ctrl-C's may overlap,
   // and Ctrl-C exits once its call resolves, which must not be before the servers have stopped.
   let closing: Promise<void> | undefined;
@@ -137,12 +160,19 @@ export async function startHopperTarget(params: {
     brokerPids: servers.map((server) => server.pid),
     postgresAppName: store.kind === "postgres" ? schema : undefined,
     async createQueue(queue) {
-      const { created } = await clientFor(0).putQueue(queue);
+      const plain = plainFor(0);
+      const created = plain ? await plain.putQueue(queue) : (await clientFor(0).putQueue(queue)).created;
       if (!created) throw new Error(`queue ${queue} already existed; every workload needs a fresh one`);
     },
-    connect: (queue, index) => new HopperConnection(clientFor(index), queue),
+    connect(queue, index, shape = "batched") {
+      const plain = plainFor(index);
+      return plain ? new PlainConnection(plain, queue, shape) : new HopperConnection(clientFor(index), queue);
+    },
     consumePush(queue, index, credit, onMessage) {
-      const consumer = new PushConsumer(pushClientFor(index), queue, credit, onMessage);
+      const plain = plainFor(index, true);
+      const consumer = plain
+        ? startPlainPushConsumer(plain, queue, credit, onMessage)
+        : new PushConsumer(pushClientFor(index), queue, credit, onMessage);
       pushConsumers.add(consumer);
       return consumer;
     },
@@ -188,6 +218,7 @@ export async function startHopperTarget(params: {
         await Promise.allSettled([...pushConsumers].map((consumer) => consumer.stop()));
         // Open keep-alive connections would make each server's graceful stop wait for them.
         await Promise.allSettled([...clients].map((client) => client.close()));
+        for (const client of plainClients) client.close();
         await Promise.allSettled(frameCounters.map((counter) => counter.close()));
         await closeFetchConnections();
         await Promise.allSettled(servers.map((server) => server.stop()));

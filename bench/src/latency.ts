@@ -46,7 +46,7 @@ export async function runLatency(
   const { queue, ratePerSecond, seconds, bodyBytes } = params;
   await target.createQueue(queue);
   // As in W1: with several Hopper nodes the producer is on node 0 and the consumers on node 1.
-  const producer = target.connect(queue, 0);
+  const producer = target.connect(queue, 0, "single");
   const messages = Math.round(ratePerSecond * seconds);
   const intervalMs = 1000 / ratePerSecond;
   const endToEndSamples: number[] = [];

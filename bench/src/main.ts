@@ -88,6 +88,9 @@ async function main(): Promise<number> {
   // The stream bench appends, replays and consumes partitioned logs: its own targets and flags (stream.ts).
   if (process.argv[2] === "stream")
     return (await import("./stream.js")).runStreamBench(process.argv.slice(3));
+  // The standalone peer scripts run in processes of their own (standalone.ts).
+  if (process.argv[2] === "standalone")
+    return (await import("./standalone.js")).runStandalone(process.argv.slice(3));
   let options: BenchOptions;
   try {
     options = parseBenchOptions(process.argv.slice(2));

@@ -13,6 +13,28 @@ test("compare runs every target by default, Hopper first", () => {
   assert.ok(runs.some((run) => run.target === "rabbitmq" && run.queueType === "quorum"));
 });
 
+test("compare --hopper-client sdk,plain runs each push target with both clients, pull with the sdk", () => {
+  const { runs } = parseBenchOptions([
+    "compare",
+    "--targets",
+    "hopper-log,hopper-log-push,redis-streams",
+    "--hopper-client",
+    "sdk,plain",
+  ]);
+  assert.deepEqual(runs, [
+    { target: "hopper", store: "log", consumer: "pull" },
+    { target: "hopper", store: "log", consumer: "push" },
+    { target: "hopper", store: "log", consumer: "push", client: "plain" },
+    { target: "redis-streams" },
+  ]);
+  assert.throws(
+    () => parseBenchOptions(["compare", "--targets", "hopper-log", "--hopper-client", "plain"]),
+    /consumes by push/,
+  );
+  assert.throws(() => parseBenchOptions(["compare", "--hopper-client", "fast"]), /not "fast"/);
+  assert.throws(() => parseBenchOptions(["queue", "--hopper-client", "plain"]), /applies to compare/);
+});
+
 test("queue --store log runs Hopper on the log store; it has one node", () => {
   assert.deepEqual(parseBenchOptions(["queue", "--store", "log", "--consumer", "push"]).runs, [
     { target: "hopper", store: "log", consumer: "push" },

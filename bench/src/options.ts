@@ -40,11 +40,18 @@ export type ConsumerMode = "pull" | "push";
 export type Command = "queue" | "compare" | "compare-pg" | "compare-consumers";
 const commands: readonly Command[] = ["queue", "compare", "compare-pg", "compare-consumers"];
 
-/** One system under test, as configured for one run. */
+/**
+ * Which client drives Hopper: its own (@hopper/client: sends and acks of one turn coalesced, batched
+ * deliveries) or the frozen plain one (plain-hopper-client.ts: what a client written from the docs does).
+ */
+export type HopperClientMode = "sdk" | "plain";
+const hopperClientModes: readonly HopperClientMode[] = ["sdk", "plain"];
+
+/** One system under test, as configured for one run; a Hopper run without `client` uses the sdk. */
 export type RunSpec =
-  | { target: "hopper"; store: "sqlite"; consumer: ConsumerMode }
-  | { target: "hopper"; store: "log"; consumer: ConsumerMode }
-  | { target: "hopper"; store: "postgres"; nodes: number; consumer: ConsumerMode }
+  | { target: "hopper"; store: "sqlite"; consumer: ConsumerMode; client?: HopperClientMode }
+  | { target: "hopper"; store: "log"; consumer: ConsumerMode; client?: HopperClientMode }
+  | { target: "hopper"; store: "postgres"; nodes: number; consumer: ConsumerMode; client?: HopperClientMode }
   | { target: "skiplocked" }
   | { target: "pgboss" }
   | { target: "rabbitmq"; queueType: "classic" | "quorum" }
@@ -145,7 +152,8 @@ export const usage = `usage: npm run bench -- queue [--target hopper|skiplocked|
                                 [--store sqlite|log|postgres] [--nodes 1] [--consumer pull|push]
        npm run bench -- compare [--targets ${Object.keys(compareAllRuns).join(",")}]
                                 [--rabbitmq-url ${rabbitmqUrlDefault}] [--nats-url ${natsUrlDefault}]
-                                [--redis-server ${redisServerPathDefault}]
+                                [--redis-server ${redisServerPathDefault}] [--hopper-client sdk|plain|sdk,plain]
+       npm run bench -- standalone [--peer rabbitmq-classic,rabbitmq-quorum,nats,redis-streams]
        npm run bench -- compare-pg [--nodes 3] [--targets ${Object.keys(compareRuns).join(",")}]
        npm run bench -- compare-consumers [--consumers pull,push] [--store sqlite|log|postgres] [--nodes 1]
        npm run bench -- inbox …  (inboxes against per-recipient Redis Streams; its own flags, bench/src/inbox.ts)
@@ -190,6 +198,7 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
       "redis-server": { type: "string", default: redisServerPathDefault },
       "count-round-trips": { type: "boolean", default: false },
       "count-frames": { type: "boolean", default: false },
+      "hopper-client": { type: "string", default: "sdk" },
       json: { type: "string" },
       "profile-dir": { type: "string" },
     },
@@ -214,13 +223,17 @@ export function parseBenchOptions(argv: string[]): BenchOptions {
   if (command !== "compare-pg" && command !== "compare" && values.targets !== undefined) {
     throw new Error("--targets applies to compare and compare-pg");
   }
+  if (command !== "compare" && values["hopper-client"] !== "sdk") {
+    throw new Error("--hopper-client applies to compare");
+  }
   if (command !== "compare-consumers" && values.consumers !== undefined) {
     throw new Error("--consumers applies to compare-consumers");
   }
   let runs: RunSpec[];
   if (command === "queue") runs = [queueRun(values.target ?? "hopper", values.store, nodes, consumer)];
   else if (command === "compare-pg") runs = compareRunsFrom(values.targets, nodes ?? 3, values);
-  else if (command === "compare") runs = compareAllRunsFrom(values.targets, nodes, values);
+  else if (command === "compare")
+    runs = withHopperClients(compareAllRunsFrom(values.targets, nodes, values), values["hopper-client"]);
   else runs = compareConsumerRuns(values.target, values.store, nodes, values.consumers ?? "pull,push");
   const workloads = parseWorkloads(
     values.workloads ??
@@ -375,6 +388,31 @@ function compareConsumerRuns(
   return modes.map((mode) => {
     if (mode !== "pull" && mode !== "push") throw new Error(`--consumers takes pull and push; not "${mode}"`);
     return hopperRun(store, nodes, mode);
+  });
+}
+
+/**
+ * Each Hopper run once per client named, in the order named. The plain client consumes by push only
+ * (its consumer is a WebSocket), so a pull run goes with the sdk alone, and naming only plain for a
+ * pull run is refused.
+ */
+function withHopperClients(runs: RunSpec[], text: string): RunSpec[] {
+  const clients = text.split(",").map((name) => name.trim());
+  if (clients.length === 0 || new Set(clients).size !== clients.length) {
+    throw new Error(`--hopper-client takes sdk, plain or both; not "${text}"`);
+  }
+  for (const client of clients) {
+    if (!hopperClientModes.includes(client as HopperClientMode)) {
+      throw new Error(`--hopper-client takes ${hopperClientModes.join(", ")}; not "${client}"`);
+    }
+  }
+  return runs.flatMap((run): RunSpec[] => {
+    if (run.target !== "hopper") return [run];
+    const usable = clients.filter((client) => client === "sdk" || run.consumer === "push");
+    if (usable.length === 0) {
+      throw new Error(`the plain client consumes by push: name the -push Hopper targets, or add sdk`);
+    }
+    return usable.map((client) => (client === "sdk" ? run : { ...run, client: "plain" }));
   });
 }
 

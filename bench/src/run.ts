@@ -76,6 +76,7 @@ export async function runOne(
         countFrames: options.countFrames && spec.consumer === "push",
         // The push targets use the WebSocket both ways: producers send over it too.
         publishOver: spec.consumer === "push" ? "websocket" : "http",
+        client: spec.client ?? "sdk",
         log,
       });
     } else {
@@ -208,5 +209,6 @@ export function describeSpec(spec: RunSpec, options: Pick<BenchOptions, "durabil
 function consumerSuffix(spec: RunSpec, options: Pick<BenchOptions, "command">): string {
   if (spec.target !== "hopper") return "";
   const compared = options.command === "compare-consumers" || options.command === "compare";
-  return spec.consumer === "push" || compared ? `, ${spec.consumer}` : "";
+  const client = spec.client === "plain" ? ", plain client" : "";
+  return spec.consumer === "push" || compared ? `, ${spec.consumer}${client}` : client;
 }

@@ -51,6 +51,13 @@ export interface QueueConnection {
   ackLater(receipt: string): Promise<boolean>;
 }
 
+/**
+ * How a workload's producer means to publish: "batched" (W1, W3: the publishes of one turn may share a
+ * request) or "single" (W2: one message at a time). Only the plain Hopper client heeds it, sending one
+ * message per request for "single"; Hopper's own client and the peers batch as they always do.
+ */
+export type PublishShape = "batched" | "single";
+
 /** Called for each delivery as it arrives, with the time it arrived (performance.now()). */
 export type OnMessage = (message: Delivery, receivedAtMs: number) => void;
 
@@ -111,7 +118,7 @@ export interface QueueTarget {
    * A connection to `queue` for producer or consumer number `index` of a workload. Hopper spreads them
    * round-robin over its nodes (index modulo nodes); the peers have one pool in this process.
    */
-  connect(queue: string, index: number): QueueConnection;
+  connect(queue: string, index: number, shape?: PublishShape): QueueConnection;
   /**
    * A consumer of `queue` that the broker pushes to, with a prefetch of `credit`, for consumer number
    * `index`: Hopper's WebSocket consumer (spread over nodes as `connect` does), or a peer's own

@@ -5,9 +5,12 @@
  * stream's PubAck; JetStream answers once the message is in its file store, before the file is fsynced
  * (the server syncs on its sync interval, every 2 minutes by default), so a confirm is not durable
  * against a machine crash. Consumers use `consume()`, which pulls in batches of up to the credit, and
- * ack each message with `ackAck()`, which waits for the server to confirm the ack. The server's
- * max_ack_pending bounds the unacked messages: the credit times the workload's consumers, since it
- * counts for the durable consumer as a whole.
+ * ack each message with `ack()`, as the client's JetStream README does for a durable consumer
+ * (`ackAck()`, which waits for the server's reply to each ack, is the "double ack" NATS documents for
+ * exactly-once processing, and halved W1 here). The last ack is timed once the server has read every
+ * ack (a flush) and the consumer's info counts none pending. The server's max_ack_pending bounds the
+ * unacked messages: the credit times the workload's consumers, since it counts for the durable
+ * consumer as a whole.
  */
 import {
   AckPolicy,
@@ -15,6 +18,7 @@ import {
   connect,
   type JetStreamClient,
   type JetStreamManager,
+  type NatsConnection,
   nanos,
   RetentionPolicy,
   StorageType,
@@ -53,7 +57,7 @@ export async function startNatsTarget(params: { url: string }): Promise<QueueTar
     versions: `nats-server ${connection.info?.version ?? "unknown"} · nats.js ${packageVersion("nats")}`,
     semantics:
       "confirm = PubAck from a file-storage stream (written, not yet fsynced); " +
-      "ack = explicit ack confirmed by the server (ackAck), one per message",
+      "ack = explicit ack() per message, not confirmed: timed by a flush and the consumer's info after it",
     confirmsAfterFsync: false,
     brokerPids: pidsNamed("nats-server"),
     postgresAppName: undefined,
@@ -90,7 +94,7 @@ export async function startNatsTarget(params: { url: string }): Promise<QueueTar
               max_ack_pending: credit * (consumerCounts.get(stream) ?? 1),
             }),
       );
-      const consumer = startNatsConsumer(js, stream, credit, onMessage, limitUpdates);
+      const consumer = startNatsConsumer(connection, js, stream, credit, onMessage, limitUpdates);
       consumers.add(consumer);
       return consumer;
     },
@@ -127,8 +131,9 @@ class NatsPublisher implements QueueConnection {
   }
 }
 
-/** consume() on the stream's durable consumer, up to `credit` messages per pull; ackAck for each. */
+/** consume() on the stream's durable consumer, up to `credit` messages per pull; ack() for each. */
 function startNatsConsumer(
+  connection: NatsConnection,
   js: JetStreamClient,
   stream: string,
   credit: number,
@@ -149,16 +154,18 @@ function startNatsConsumer(
           return;
         }
         consumer.deliver({ body, deliveryCount: message.info.deliveryCount, receipt: String(message.seq) });
-        message.ackAck({ timeout: natsRequestTimeoutMs }).then(
-          (confirmed) => (confirmed ? consumer.acksConfirmed(1) : consumer.ackRefused()),
-          (error: unknown) => consumer.fail(error),
-        );
+        message.ack();
+        consumer.acksConfirmed(1);
       }
     })().catch((error: unknown) => consumer.fail(error));
     return {
       async stop() {
         messages.stop();
         await loop;
+      },
+      async confirmAcks() {
+        await connection.flush();
+        while ((await durable.info()).num_ack_pending > 0);
       },
     };
   });

@@ -4,13 +4,13 @@
  * channel and persistent messages (deliveryMode 2): a publish resolves on the broker's `basic.ack`,
  * which RabbitMQ sends for a persistent message in a durable queue once it is written to disk (a quorum
  * queue: once its Raft log entry is fsynced). Consumers use `basic.consume` with manual acks and a
- * prefetch (`basic.qos`) of the workload's credit, and ack the deliveries of one event-loop turn with one
- * `basic.ack` (multiple = true), as Hopper's client sends the acks of one turn in one request.
+ * prefetch (`basic.qos`) of the workload's credit, and ack each delivery with its own `basic.ack` as it
+ * arrives, as an AMQP application does (and as bench/peers/standalone/rabbitmq.ts does).
  *
  * AMQP 0-9-1 does not confirm acks, so an ack counts when it is written, and the last ack's time is
  * taken after one round trip on the consumer's channel behind it (a passive queue.declare).
  */
-import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type ConsumeMessage } from "amqplib";
+import amqp, { type Channel, type ChannelModel, type ConfirmChannel } from "amqplib";
 import { type BenchBody, readBenchBody } from "../bench-message.js";
 import { pidsNamed } from "../cpu.js";
 import { packageVersion } from "../package-version.js";
@@ -60,7 +60,7 @@ export async function startRabbitMqTarget(params: {
       (queueType === "quorum"
         ? "quorum queue (after its Raft log is fsynced)"
         : "classic queue (after it is written to disk)") +
-      "; ack = basic.ack (multiple) per turn, not confirmed by AMQP: timed by a round trip after it",
+      "; ack = basic.ack per message, not confirmed by AMQP: timed by a round trip after it",
     confirmsAfterFsync: true,
     brokerPids: pidsNamed("beam.smp"),
     postgresAppName: undefined,
@@ -124,7 +124,7 @@ class RabbitPublisher implements QueueConnection {
   }
 }
 
-/** basic.consume on a channel of its own with basic.qos(credit); one multiple ack per turn. */
+/** basic.consume on a channel of its own with basic.qos(credit); one basic.ack per delivery. */
 function startRabbitConsumer(
   connection: ChannelModel,
   queue: string,
@@ -135,17 +135,6 @@ function startRabbitConsumer(
     const channel: Channel = await connection.createChannel();
     channel.on("error", (error: unknown) => consumer.fail(error));
     await channel.prefetch(credit);
-    let lastUnacked: ConsumeMessage | undefined;
-    let unackedInTurn = 0;
-    const ackTurn = () => {
-      if (lastUnacked === undefined) return;
-      // One consumer per channel, so delivery tags rise in delivery order: `multiple` acks exactly the
-      // deliveries of this turn (every earlier one is acked already).
-      channel.ack(lastUnacked, true);
-      consumer.acksConfirmed(unackedInTurn);
-      lastUnacked = undefined;
-      unackedInTurn = 0;
-    };
     const { consumerTag } = await channel.consume(
       queue,
       (message) => {
@@ -166,15 +155,13 @@ function startRabbitConsumer(
           deliveryCount: message.fields.redelivered ? 2 : 1,
           receipt: String(message.fields.deliveryTag),
         });
-        if (unackedInTurn === 0) setImmediate(ackTurn);
-        lastUnacked = message;
-        unackedInTurn++;
+        channel.ack(message);
+        consumer.acksConfirmed(1);
       },
       { noAck: false },
     );
     return {
       async stop() {
-        ackTurn();
         await channel.cancel(consumerTag);
         await channel.close();
       },

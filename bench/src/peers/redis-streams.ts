@@ -1,20 +1,21 @@
 /**
  * Redis Streams as a benchmark target, through ioredis, on a private redis-server that fsyncs its
  * append-only file on every write (redis-server.ts), so a reply means the write is on disk. One stream
- * per workload (`hopper-bench:<queue>`) with one consumer group. Publish is XADD; the commands of one
- * event-loop turn share one write (ioredis auto-pipelining), as Hopper's client shares a send request.
+ * per workload (`hopper-bench:<queue>`) with one consumer group. Publish is XADD, written at once on
+ * a connection shared with the acks (ioredis's default; its auto-pipelining would hold every command
+ * issued while one pipeline's replies are outstanding until they all came back, a wait of one fsync
+ * that W2's p50 and p99 showed).
  * Each consumer reads with XREADGROUP … COUNT min(256, free credit) BLOCK 1 s on a connection of its own
- * (a blocked read holds its connection), and acks with XACK, the ids of one turn (up to 100) in one
- * command. XACK removes an entry from the group's pending list; the stream keeps it, as Redis does
- * unless told to trim.
+ * (a blocked read holds its connection), and acks each entry with an XACK of its own (as
+ * bench/peers/standalone/redis-streams.ts does). XACK removes an entry from the group's pending list;
+ * the stream keeps it, as Redis does unless told to trim.
  *
  * What it does not do: reclaim the pending entries of a consumer that died (XAUTOCLAIM); reads with
  * `>` get only new entries, so every delivery here is a first delivery.
  */
 import { Redis } from "ioredis";
-import { TurnBatcher } from "../batcher.js";
 import { type BenchBody, readBenchBody } from "../bench-message.js";
-import { batchItemsMax, receiveWaitMs, redisReadCountMax } from "../limits.js";
+import { receiveWaitMs, redisReadCountMax } from "../limits.js";
 import { packageVersion } from "../package-version.js";
 import type { Delivery, QueueConnection, QueueTarget } from "../target.js";
 import { type PrivateRedisServer, startPrivateRedis } from "./redis-server.js";
@@ -28,7 +29,6 @@ export async function startRedisStreamsTarget(params: { serverPath: string }): P
   const commands = new Redis({
     host: server.host,
     port: server.port,
-    enableAutoPipelining: true,
     lazyConnect: true,
   });
   let failure: unknown;
@@ -91,7 +91,6 @@ export async function redisVersion(redis: Redis): Promise<string> {
 
 class RedisStreamConnection implements QueueConnection {
   private reader: Redis | undefined;
-  private readonly acks: TurnBatcher<string, boolean>;
 
   constructor(
     private readonly commands: Redis,
@@ -100,15 +99,7 @@ class RedisStreamConnection implements QueueConnection {
     private readonly consumerName: string,
     private readonly readers: Set<Redis>,
     private readonly throwIfFailed: () => void,
-  ) {
-    this.acks = new TurnBatcher(async (ids) => {
-      const acked = await commands.xack(key, groupName, ...ids);
-      // XACK answers only a count, so a batch with any id not pending cannot say which: fail the run.
-      if (acked !== ids.length)
-        throw new Error(`XACK acknowledged ${acked} of ${ids.length} pending entries`);
-      return ids.map(() => true);
-    }, batchItemsMax);
-  }
+  ) {}
 
   async publish(body: BenchBody): Promise<void> {
     this.throwIfFailed();
@@ -146,8 +137,9 @@ class RedisStreamConnection implements QueueConnection {
     }
   }
 
-  ackLater(receipt: string): Promise<boolean> {
-    return this.acks.add(receipt);
+  async ackLater(receipt: string): Promise<boolean> {
+    // XACK answers how many of the ids were pending: 0 means the entry was not (acked already).
+    return (await this.commands.xack(this.key, groupName, receipt)) === 1;
   }
 
   private openReader(): Redis {

@@ -82,6 +82,8 @@ export class WsConnection {
   private sendPaused = false;
   private pongSeen = true;
   private cancelPing: () => void;
+  /** The ack frames read in this turn of the event loop, settled together when it ends. */
+  private acksOfTurn: { frame: AckFrame; answered: (answer: Promise<Answer>) => void }[] = [];
 
   constructor(
     private readonly socket: WebSocket,
@@ -217,7 +219,7 @@ export class WsConnection {
       case "consume":
         return this.consume(frame);
       case "ack":
-        return this.settle(frame, (consumer, receipts) => consumer.ack(receipts));
+        return this.ackWithTurn(frame);
       case "nack": {
         const options = nackOptionsOf(frame);
         // Refused whole, as over HTTP, even when no consumer here holds its receipts.
@@ -314,34 +316,80 @@ export class WsConnection {
   }
 
   /**
-   * Acks or nacks receipts, each through the consumer that delivered it on this connection; a receipt
-   * no consumer here holds answers `stale_receipt`. Results come in the order given.
+   * An ack frame waits for the end of the turn, and the acks of every frame read in it go to the
+   * broker together, up to a batch per call: a client that acks each message in a frame of its own
+   * (API.md's protocol, as most clients speak it) then costs one store call per turn, not per message.
+   * Each frame is still answered with its own results, in its own order.
    */
+  private ackWithTurn(frame: AckFrame): Promise<Answer> {
+    if (this.acksOfTurn.length === 0) setImmediate(() => this.settleAcksOfTurn());
+    return new Promise((answered) => this.acksOfTurn.push({ frame, answered }));
+  }
+
+  private settleAcksOfTurn(): void {
+    const frames = this.acksOfTurn;
+    this.acksOfTurn = [];
+    const settled = this.settleReceipts(
+      frames.flatMap(({ frame }) => frame.receipts),
+      (consumer, receipts) => consumer.ack(receipts),
+    );
+    for (const { frame, answered } of frames) {
+      answered(
+        settled.then((resultOf) => ({
+          op: "acked",
+          results: frame.receipts.map((receipt) => resultOf(receipt)),
+        })),
+      );
+    }
+  }
+
+  /** Nacks a frame's receipts, answered with their results in the order given. */
   private async settle(
-    frame: AckFrame | NackFrame,
+    frame: NackFrame,
     call: (consumer: PushConsumer, receipts: string[]) => Promise<ItemResult[]>,
   ): Promise<Answer> {
+    const resultOf = await this.settleReceipts(frame.receipts, call);
+    return { op: "nacked", results: frame.receipts.map((receipt) => resultOf(receipt)) };
+  }
+
+  /**
+   * Acks or nacks receipts, each through the consumer that delivered it on this connection, a batch
+   * (batchSizeMax) per broker call; a receipt no consumer here holds answers `stale_receipt`. Answers
+   * each receipt's rendered result.
+   */
+  private async settleReceipts(
+    receipts: readonly string[],
+    call: (consumer: PushConsumer, receipts: string[]) => Promise<ItemResult[]>,
+  ): Promise<(receipt: string) => object> {
     const byConsumer = new Map<PushConsumer, string[]>();
-    for (const receipt of frame.receipts) {
+    const placed = new Set<string>();
+    for (const receipt of receipts) {
+      if (placed.has(receipt)) continue;
       for (const consumer of this.consumers.values()) {
         if (!consumer.holds(receipt)) continue;
-        const receipts = byConsumer.get(consumer) ?? [];
-        receipts.push(receipt);
-        byConsumer.set(consumer, receipts);
+        const held = byConsumer.get(consumer) ?? [];
+        held.push(receipt);
+        byConsumer.set(consumer, held);
+        placed.add(receipt);
         break;
       }
     }
     const resultByReceipt = new Map<string, ItemResult>();
-    await Promise.all(
-      [...byConsumer].map(async ([consumer, receipts]) => {
-        const results = await call(consumer, receipts);
-        receipts.forEach((receipt, index) => {
-          resultByReceipt.set(receipt, results[index] as ItemResult);
-        });
-      }),
-    );
-    const results = frame.receipts.map((receipt) => renderResult(resultByReceipt.get(receipt) ?? notHeld()));
-    return { op: frame.op === "ack" ? "acked" : "nacked", results };
+    const calls: Promise<void>[] = [];
+    for (const [consumer, held] of byConsumer) {
+      for (let start = 0; start < held.length; start += limits.batchSizeMax) {
+        const batch = held.slice(start, start + limits.batchSizeMax);
+        calls.push(
+          call(consumer, batch).then((results) => {
+            batch.forEach((receipt, index) => {
+              resultByReceipt.set(receipt, results[index] as ItemResult);
+            });
+          }),
+        );
+      }
+    }
+    await Promise.all(calls);
+    return (receipt) => renderResult(resultByReceipt.get(receipt) ?? notHeld());
   }
 
   private async cancel(frame: CancelFrame): Promise<Answer> {

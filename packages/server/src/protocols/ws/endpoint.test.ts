@@ -152,6 +152,49 @@ describe("websocket endpoint", () => {
     assert.deepEqual([stats.acked, stats.nacked, stats.delayed, stats.inFlight], [1, 1, 1, 0]);
   });
 
+  test("ack frames read in one turn settle in fewer broker calls, each frame answered with its own results", async () => {
+    await server.broker.send("q", [json(1), json(2), json(3), json(4), json(5)]);
+    const socket = await open();
+    await socket.request({ op: "consume", queue: "q", prefetch: 5 });
+    const receipts = receiptsOf(await socket.waitForCount("deliver", 5));
+    const calls: number[] = [];
+    const ack = server.broker.ack.bind(server.broker);
+    server.broker.ack = (queue, held, applied) => {
+      calls.push(held.length);
+      return ack(queue, held, applied);
+    };
+    const frames = [[receipts[0]], [receipts[1], "unknown"], [receipts[2]], [receipts[3]], [receipts[4]]];
+    // One write, so the server reads every frame in one turn.
+    const tcp = (socket.socket as unknown as { _socket: { cork(): void; uncork(): void } })._socket;
+    tcp.cork();
+    frames.forEach((frame, index) => {
+      socket.send({ op: "ack", receipts: frame, ref: `a${index}` });
+    });
+    tcp.uncork();
+    const answers = await Promise.all(
+      frames.map((_frame, index) => socket.waitFor((f) => f.ref === `a${index}`)),
+    );
+    assert.deepEqual(
+      answers.map((answer) => [
+        answer.op,
+        (answer.results as { ok?: true; error?: { code: string } }[]).map((r) => r.ok ?? r.error?.code),
+      ]),
+      [
+        ["acked", [true]],
+        ["acked", [true, "stale_receipt"]],
+        ["acked", [true]],
+        ["acked", [true]],
+        ["acked", [true]],
+      ],
+    );
+    assert.ok(calls.length < frames.length, `${calls.length} broker calls for ${frames.length} ack frames`);
+    assert.equal(
+      calls.reduce((sum, count) => sum + count, 0),
+      5,
+    );
+    assert.equal((await server.broker.stats("q")).acked, 5);
+  });
+
   test("a dead-lettering nack moves held messages now, with its reason; with no target the lease stays held", async () => {
     await server.broker.putQueue("dlq", {});
     await server.broker.putQueue("dl", { deadLetter: { queue: "dlq", maxDeliveries: 5 } });
