@@ -157,6 +157,7 @@ export const usage = `usage: npm run bench -- queue [--target hopper|skiplocked|
        npm run bench -- compare-pg [--nodes 3] [--targets ${Object.keys(compareRuns).join(",")}]
        npm run bench -- compare-consumers [--consumers pull,push] [--store sqlite|log|postgres] [--nodes 1]
        npm run bench -- inbox …  (inboxes against per-recipient Redis Streams; its own flags, bench/src/inbox.ts)
+       npm run bench -- stream …  (streams against Redis Streams and NATS JetStream; its own flags, bench/src/stream.ts)
   all take: [--workloads w1,w2,w3,fanout,fifo] [--messages 50000] [--backlog ${backlogMessagesDefault}]
             [--fanout-messages ${fanoutMessagesDefault}] [--fifo-messages ${fifoMessagesDefault}] [--fifo-groups ${fifoGroupsDefault}]
             [--fifo-consumers ${fifoConsumersDefault}] [--fifo-queues standard,fifo]
