@@ -147,13 +147,16 @@ export class SqliteInboxRows implements InboxRows<SqliteInbox> {
   ): AppendTarget[] {
     const { inboxId } = inbox;
     const list = JSON.stringify(recipients);
-    const rows = this.stmt
+    const found = this.stmt
       .get(sql.appendTargets)
       .all({ inboxId, recipients: list, messageId, now }) as Array<{
+      idx: number;
       head: number | null;
       skipped_after: number | null;
       earlier_seq: number | null;
     }>;
+    const rows = new Array<(typeof found)[number]>(recipients.length);
+    for (const row of found) rows[row.idx] = row;
     const lastSeen = new Map<number, number>();
     if (withDevices) {
       const seen = this.stmt.get(sql.devicesLastSeen).all({ inboxId, recipients: list }) as Array<{

@@ -40,17 +40,17 @@ export const recipientSelect = `
 
 /**
  * Params: inboxId, recipients (a JSON array of distinct names), messageId, now. Returns: per recipient,
- * in the array's order, { head, skipped_after } (null without a row) and the earlier_seq its message id
- * is remembered at in inbox_ids (or null). One statement for all of an append's recipients.
+ * its index in the array (idx), { head, skipped_after } (null without a row) and the earlier_seq its
+ * message id is remembered at in inbox_ids (or null). One statement for all of an append's
+ * recipients; no ORDER BY, which would sort them in a temporary B-tree: the caller places rows by idx.
  */
 export const appendTargets = `
-  SELECT r.head, r.skipped_after,
+  SELECT j.key AS idx, r.head, r.skipped_after,
     (SELECT i.seq FROM inbox_ids i
      WHERE i.inbox_id = :inboxId AND i.recipient = j.value AND i.message_id = :messageId
        AND i.expires_at > :now) AS earlier_seq
   FROM json_each(:recipients) j
-  LEFT JOIN inbox_recipients r ON r.inbox_id = :inboxId AND r.recipient = j.value
-  ORDER BY j.key`;
+  LEFT JOIN inbox_recipients r ON r.inbox_id = :inboxId AND r.recipient = j.value`;
 
 /**
  * Params: inboxId, recipients (a JSON array). Returns: { idx, last_seen_at }, the latest last_seen_at
