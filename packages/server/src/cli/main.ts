@@ -6,6 +6,7 @@ import { addConnectionOptions, reportFailure } from "./flags.js";
 import { addInboxCommands } from "./inbox-commands.js";
 import { addLogCommands } from "./log-commands.js";
 import { addMessageCommands } from "./message-commands.js";
+import { addOutboxCommand } from "./outbox-command.js";
 import { addQueueCommands } from "./queue-commands.js";
 import type { ServeFlags } from "./serve.js";
 import { addStreamCommands } from "./stream-commands.js";
@@ -60,6 +61,7 @@ addDlqCommands(program);
 addLogCommands(program);
 addInboxCommands(program);
 addStreamCommands(program);
+addOutboxCommand(program);
 
 /**
  * Loads the server (Fastify, SQLite, metrics) only when `serve` runs: importing it costs most of a
