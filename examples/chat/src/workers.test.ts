@@ -17,6 +17,8 @@ const messagesPerConversation = 12;
 interface Delivery {
   id: string;
   attempts: number;
+  /** What the stand-in received: for the webhook, the MessageCreated event. */
+  payload?: { messageId?: string };
 }
 
 async function deliveries(url: string): Promise<Delivery[]> {
@@ -134,5 +136,49 @@ describe("the push and integrations workers against failing stand-ins", () => {
     assert.ok(stats.redelivered > 0, "the webhook's failures brought events back");
     const search = await stack.api<{ results: unknown[] }>("GET", "/api/search?q=carol", alice);
     assert.equal(search.body.results.length, sent.withCarol.length, "search finds them");
+  });
+
+  test("while the search index fails, the webhook still takes each new message; then the index catches up", async () => {
+    // A real fault: the index's table is renamed away, so every index write fails until it is back.
+    stack.exec("ALTER TABLE message_search RENAME TO message_search_away");
+    const webhookUrl = stack.process("webhook").url;
+    const before = (await deliveries(webhookUrl)).length;
+    const fresh: string[] = [];
+    for (let index = 0; index < 3; index += 1) {
+      const answer = await stack.send(alice, withCarol, `sent while the index is down ${index}`);
+      assert.equal(answer.status, 201, JSON.stringify(answer.body));
+      fresh.push(answer.body.message.id);
+    }
+    const reached = await eventually(
+      "the new messages at the webhook while the index fails",
+      async () => {
+        const got = await deliveries(webhookUrl);
+        return got.length >= before + fresh.length ? got : undefined;
+      },
+      60_000,
+    );
+    for (const id of fresh)
+      assert.ok(
+        reached.some((delivery) => delivery.payload?.messageId === id),
+        `${id} at the webhook`,
+      );
+    const indexedWhileDown = stack.query<{ n: number }>(
+      `SELECT count(*) AS n FROM message_search_away WHERE message_id IN (${fresh.map(() => "?").join(",")})`,
+      ...fresh,
+    );
+    assert.equal(indexedWhileDown[0]?.n, 0, "nothing was indexed while the index failed");
+    stack.exec("ALTER TABLE message_search_away RENAME TO message_search");
+    await eventually(
+      "the new messages indexed once the index is back",
+      async () => {
+        const rows = stack.query<{ messageId: string; n: number }>(
+          `SELECT message_id AS messageId, count(*) AS n FROM message_search
+           WHERE message_id IN (${fresh.map(() => "?").join(",")}) GROUP BY message_id`,
+          ...fresh,
+        );
+        return rows.length === fresh.length && rows.every((row) => row.n === 1) ? rows : undefined;
+      },
+      60_000,
+    );
   });
 });

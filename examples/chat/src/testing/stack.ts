@@ -157,6 +157,17 @@ export class ChatStack {
     }
   }
 
+  /** Changes the chat database as an operator (or a fault) would, with a busy timeout of its own. */
+  exec(sql: string): void {
+    const db = new Database(this.env.CHAT_DB as string);
+    try {
+      db.pragma("busy_timeout = 5000");
+      db.exec(sql);
+    } finally {
+      db.close();
+    }
+  }
+
   async stop(): Promise<void> {
     for (const name of [...this.running.keys()].reverse()) await this.running.get(name)?.stop();
     await this.hopperClient.close();
